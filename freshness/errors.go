@@ -1,0 +1,69 @@
+package freshness
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ErrIncomparable is matched (with errors.Is) by every error that reports a
+// resource version which is not a KEP-5504 comparable integer.
+var ErrIncomparable = errors.New("resource version is not comparable")
+
+// ErrStopped is matched (with errors.Is) by the error a Wait returns because
+// its Tracker was stopped before reaching the target.
+var ErrStopped = errors.New("freshness tracker stopped")
+
+// maxQuoted bounds how much of a malformed value an error message repeats:
+// a value served by a misbehaving server may be arbitrarily long.
+const maxQuoted = 64
+
+// IncomparableError reports a resource version that is not a comparable
+// integer: empty, "0", with a leading zero, or holding anything but the ASCII
+// digits 0-9.
+type IncomparableError struct {
+	// ResourceVersion is the offending value, as given.
+	ResourceVersion string
+}
+
+// Error names the value, quoted so that control bytes are visible and
+// truncated when it is long.
+func (e *IncomparableError) Error() string {
+	v := e.ResourceVersion
+	if len(v) > maxQuoted {
+		return fmt.Sprintf("resource version %s... (%d bytes) is not a comparable integer (KEP-5504)", strconv.Quote(v[:maxQuoted]), len(v))
+	}
+	return fmt.Sprintf("resource version %s is not a comparable integer (KEP-5504)", strconv.Quote(v))
+}
+
+// Is reports whether target is ErrIncomparable.
+func (e *IncomparableError) Is(target error) bool { return target == ErrIncomparable }
+
+// WaitError reports a Wait that returned before its target was reached: the
+// context ended or the tracker stopped. It unwraps to the cause, so
+// errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled)
+// and errors.Is(err, ErrStopped) hold as appropriate.
+type WaitError struct {
+	// Target is the resource version waited for.
+	Target string
+	// Current is the resource version the tracker had reached when the wait
+	// ended ("" if it had reached none).
+	Current string
+	// Waited is how long the caller was blocked.
+	Waited time.Duration
+	// Err is the cause: the context's error or ErrStopped.
+	Err error
+}
+
+// Error says what was waited for, where the tracker was and for how long.
+func (e *WaitError) Error() string {
+	cur := e.Current
+	if cur == "" {
+		cur = "none"
+	}
+	return fmt.Sprintf("waited %s for resource version %s, cache is at %s: %v", e.Waited, e.Target, cur, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *WaitError) Unwrap() error { return e.Err }

@@ -1,0 +1,61 @@
+package freshness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+func ExampleCompare() {
+	c, err := freshness.Compare("999", "1000")
+	fmt.Println(c, err)
+
+	_, err = freshness.Compare("1000", "abc") // served by a non-conformant aggregated API server
+	fmt.Println(errors.Is(err, freshness.ErrIncomparable))
+	// Output:
+	// -1 <nil>
+	// true
+}
+
+func ExampleTracker() {
+	var tracker freshness.Tracker // the zero value is ready
+
+	done := make(chan error)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- tracker.Wait(ctx, "105") // blocks, costing no CPU, until 105 is applied
+	}()
+
+	for _, s := range []string{"101", "104", "107"} { // what a cache applies, in stream order
+		rv, _ := freshness.ParseRV(s)
+		tracker.Advance(rv)
+	}
+	fmt.Println(<-done, tracker.Current())
+
+	tracker.Stop()
+	err := tracker.Wait(context.Background(), "200")
+	fmt.Println(errors.Is(err, freshness.ErrStopped))
+	// Output:
+	// <nil> 107
+	// true
+}
+
+func ExampleWaitError() {
+	var tracker freshness.Tracker
+	rv, _ := freshness.ParseRV("41")
+	tracker.Advance(rv)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err := tracker.Wait(ctx, "42")
+
+	var we *freshness.WaitError
+	if errors.As(err, &we) {
+		fmt.Println(we.Target, we.Current, errors.Is(err, context.DeadlineExceeded))
+	}
+	// Output: 42 41 true
+}
