@@ -1,0 +1,626 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgofeatures "k8s.io/client-go/features"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// FreshInformer is a client-go SharedIndexInformer that knows how fresh its
+// cache is. It tracks the highest resource version its indexer has applied
+// (from watch events, bookmarks and lists, in stream order, and only once the
+// change is in the indexer) and lets callers wait for a resource version with
+// WaitForFreshness. It never moves the cache back in time: an event older
+// than the cached object is rejected, and a relist older than what was
+// observed is refused (see package reflector).
+//
+// It satisfies toolscache.SharedIndexInformer: listers, WaitForCacheSync,
+// event handlers, transforms and indexers work as with client-go's.
+type FreshInformer struct {
+	lw          toolscache.ListerWatcher
+	objectType  runtime.Object
+	description string
+	name        string
+	clock       clock.Clock
+	indexer     toolscache.Indexer
+	tracker     freshness.Tracker
+	guard       *reflector.Guard
+	processor   *processor
+
+	// blockDeltas serializes applying deltas with handler and indexer
+	// registration, so a late handler sees a consistent initial list.
+	blockDeltas  sync.Mutex
+	logger       klog.Logger // set at start; read under blockDeltas
+	incomparable atomic.Bool // the stream served an RV that cannot be ordered
+
+	mu                   sync.Mutex // guards the fields below
+	started, stopped     bool
+	controller           toolscache.Controller
+	transform            toolscache.TransformFunc
+	watchErrorHandler    toolscache.WatchErrorHandlerWithContext
+	resyncCheckPeriod    time.Duration
+	defaultHandlerResync time.Duration
+	synced               chan struct{} // closed once the initial list is applied
+
+	outOfOrder, incomparableObjects, bookmarks atomic.Uint64
+}
+
+var _ toolscache.SharedIndexInformer = &FreshInformer{}
+
+// NewSharedIndexInformer returns a FreshInformer over lw, like client-go's
+// function of the same name. exampleObject is an object of the listed type;
+// resync is the default handler resync period (0: none).
+func NewSharedIndexInformer(lw toolscache.ListerWatcher, exampleObject runtime.Object, resync time.Duration, indexers toolscache.Indexers, opts ...Option) *FreshInformer {
+	o := Options{ResyncPeriod: resync, Indexers: indexers}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return NewSharedIndexInformerWithOptions(lw, exampleObject, o)
+}
+
+// NewSharedIndexInformerWithOptions returns a FreshInformer over lw
+// configured by options.
+func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObject runtime.Object, options Options) *FreshInformer {
+	if options.Clock == nil {
+		options.Clock = clock.RealClock{}
+	}
+	if options.ObjectDescription == "" {
+		options.ObjectDescription = fmt.Sprintf("%T", exampleObject)
+	}
+	f := &FreshInformer{
+		lw:                   lw,
+		objectType:           exampleObject,
+		description:          options.ObjectDescription,
+		name:                 options.Name,
+		clock:                options.Clock,
+		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers),
+		processor:            &processor{clock: options.Clock},
+		resyncCheckPeriod:    options.ResyncPeriod,
+		defaultHandlerResync: options.ResyncPeriod,
+		synced:               make(chan struct{}),
+		logger:               klog.Background(),
+	}
+	f.guard = reflector.NewGuard(reflector.Options{
+		Floor:                 f.streamFloor,
+		AcceptRegressionAfter: options.AcceptRegressionAfter,
+		OnRegression:          options.OnRegression,
+		Clock:                 options.Clock,
+	})
+	return f
+}
+
+// WaitForFreshness blocks until the cache has applied rv (every event up to
+// rv that the informer's selector admits is in the indexer), ctx ends, or
+// the informer stops. It returns nil at once, without allocating, when the
+// cache is already that fresh. Errors: one matching freshness.ErrIncomparable
+// at once when rv is malformed or the server's resource versions cannot be
+// ordered; a *freshness.WaitError unwrapping to ctx.Err() or
+// freshness.ErrStopped otherwise.
+func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
+	return f.tracker.Wait(ctx, rv)
+}
+
+// LastObservedResourceVersion returns the highest resource version the
+// cache has applied, "" before the first list. It never decreases while the
+// informer runs, except by a declared regression.
+func (f *FreshInformer) LastObservedResourceVersion() string {
+	return f.tracker.Current().String()
+}
+
+// Stats are a FreshInformer's counters since it was made.
+type Stats struct {
+	reflector.Stats
+	// OutOfOrderRejected counts events older than the cached object,
+	// neither applied nor delivered.
+	OutOfOrderRejected uint64
+	// IncomparableObjects counts events whose resource version (or their
+	// cached object's) could not be ordered; they pass through unguarded.
+	IncomparableObjects uint64
+	// Bookmarks counts bookmarks applied.
+	Bookmarks uint64
+	// PendingWaiters is how many callers are blocked in WaitForFreshness.
+	PendingWaiters int
+}
+
+// Stats returns the informer's counters.
+func (f *FreshInformer) Stats() Stats {
+	return Stats{
+		Stats:               f.guard.Stats(),
+		OutOfOrderRejected:  f.outOfOrder.Load(),
+		IncomparableObjects: f.incomparableObjects.Load(),
+		Bookmarks:           f.bookmarks.Load(),
+		PendingWaiters:      f.tracker.Pending(),
+	}
+}
+
+// streamFloor is the Guard's floor: the Reflector's last synced resource
+// version, the newest the stream has delivered (applied or still queued). A
+// relist is compared with what was received, not only with what was
+// applied, or a list could land behind events still in the queue.
+func (f *FreshInformer) streamFloor() freshness.RV {
+	f.mu.Lock()
+	c := f.controller
+	f.mu.Unlock()
+	if c == nil || f.incomparable.Load() {
+		return freshness.RV{}
+	}
+	rv, err := freshness.ParseRV(c.LastSyncResourceVersion())
+	if err != nil {
+		return freshness.RV{}
+	}
+	return rv
+}
+
+// Run runs the informer until stopCh is closed.
+func (f *FreshInformer) Run(stopCh <-chan struct{}) {
+	f.RunWithContext(wait.ContextForChannel(stopCh))
+}
+
+// RunWithContext runs the informer until ctx ends; it logs through
+// klog.FromContext(ctx). Stopping releases every WaitForFreshness caller
+// with freshness.ErrStopped and returns once every goroutine it started has
+// ended.
+func (f *FreshInformer) RunWithContext(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	if f.name != "" {
+		logger = klog.LoggerWithValues(logger, "informer", f.name)
+	}
+
+	f.mu.Lock()
+	if f.started || f.stopped {
+		f.mu.Unlock()
+		logger.Info("Warning: FreshInformer has already run; running it again is not allowed")
+		return
+	}
+	f.blockDeltas.Lock()
+	f.logger = logger
+	f.blockDeltas.Unlock()
+	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
+		Logger:                &logger,
+		Name:                  f.description,
+		KeyFunction:           toolscache.MetaNamespaceKeyFunc,
+		Transformer:           f.transform,
+		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
+	})
+	f.controller = toolscache.New(&toolscache.Config{
+		Queue:                        queue,
+		ListerWatcher:                f.guard.ListerWatcher(f.lw),
+		Process:                      f.handleDeltas,
+		ObjectType:                   f.objectType,
+		ObjectDescription:            f.description,
+		FullResyncPeriod:             f.resyncCheckPeriod,
+		ShouldResync:                 f.processor.shouldResync,
+		WatchErrorHandlerWithContext: f.watchErrorHandler,
+	})
+	f.started = true
+	controller := f.controller
+	f.mu.Unlock()
+
+	stopProcessor := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { f.processor.run(stopProcessor) })
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-controller.HasSyncedChecker().Done():
+			f.blockDeltas.Lock()
+			close(f.synced)
+			f.processor.upstreamSynced()
+			f.blockDeltas.Unlock()
+		}
+	})
+
+	controller.RunWithContext(ctx)
+
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.tracker.Stop()
+	close(stopProcessor)
+	wg.Wait()
+}
+
+// handleDeltas is the controller's Process function: it applies one queue
+// item to the indexer, advances the tracker, then notifies handlers.
+func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
+	deltas, ok := obj.(toolscache.Deltas)
+	if !ok {
+		return fmt.Errorf("freshinformer: queue item is %T, not Deltas", obj)
+	}
+	f.blockDeltas.Lock()
+	defer f.blockDeltas.Unlock()
+	for _, d := range deltas {
+		if err := f.apply(d, isInInitialList); err != nil {
+			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
+	switch d.Type {
+	case toolscache.Bookmark:
+		info, _ := d.Object.(toolscache.BookmarkInfo)
+		f.bookmarks.Add(1)
+		rv, err := freshness.ParseRV(info.ResourceVersion)
+		f.observe(rv, err)
+		return nil
+	case toolscache.ReplacedAll:
+		info, ok := d.Object.(toolscache.ReplacedAllInfo)
+		if !ok {
+			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
+		}
+		return f.replaceAll(info, isInInitialList)
+	case toolscache.SyncAll:
+		for _, obj := range f.indexer.List() {
+			f.processor.distribute(notification{kind: updateNotification, oldObj: obj, newObj: obj}, true)
+		}
+		return nil
+	case toolscache.Deleted:
+		return f.delete(d.Object)
+	default: // Added, Updated; Sync and Replaced come only from non-atomic queues
+		return f.upsert(d.Object, isInInitialList)
+	}
+}
+
+// upsert applies an added or updated object unless it is older than the
+// cached one.
+func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
+	old, exists, err := f.indexer.Get(obj)
+	if err != nil {
+		return err
+	}
+	newRVs := resourceVersion(obj)
+	newRV, newErr := freshness.ParseRV(newRVs)
+	if !exists {
+		if err := f.indexer.Add(obj); err != nil {
+			return err
+		}
+		f.observe(newRV, newErr)
+		f.processor.distribute(notification{kind: addNotification, newObj: obj, initialList: isInInitialList}, false)
+		return nil
+	}
+	oldRVs := resourceVersion(old)
+	if f.older(newRV, newErr, oldRVs) {
+		f.reject("update", obj, newRVs, oldRVs)
+		return nil
+	}
+	if err := f.indexer.Update(obj); err != nil {
+		return err
+	}
+	f.observe(newRV, newErr)
+	// An unchanged resource version is a resync or a duplicate: only
+	// handlers due for a resync hear of it, as with client-go's informer.
+	f.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: obj}, newRVs == oldRVs)
+	return nil
+}
+
+// delete applies a deletion unless the cached object is newer than the
+// deleted state (the object was recreated or updated after that state).
+func (f *FreshInformer) delete(obj any) error {
+	old, exists, err := f.indexer.Get(obj)
+	if err != nil {
+		return err
+	}
+	tombstone, isTombstone := obj.(toolscache.DeletedFinalStateUnknown)
+	if isTombstone {
+		obj = tombstone.Obj // the last state known, or nil
+	}
+	delRVs := resourceVersion(obj)
+	delRV, delErr := freshness.ParseRV(delRVs)
+	if exists && obj != nil {
+		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
+			f.reject("delete", obj, delRVs, oldRVs)
+			return nil
+		}
+	}
+	if isTombstone {
+		obj = tombstone
+	}
+	if err := f.indexer.Delete(obj); err != nil {
+		return err
+	}
+	if !isTombstone { // a tombstone's state is not the deletion's resource version
+		f.observe(delRV, delErr)
+	}
+	f.processor.distribute(notification{kind: deleteNotification, oldObj: obj}, false)
+	return nil
+}
+
+// replaceAll applies a list: the indexer holds exactly the listed objects
+// afterwards, handlers hear of deletions first, then of additions and
+// updates, as with client-go's informer.
+func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialList bool) error {
+	type change struct{ old, new any }
+	changes := make([]change, 0, len(info.Objects))
+	listed := make(map[string]struct{}, len(info.Objects))
+	for _, obj := range info.Objects {
+		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return err
+		}
+		listed[key] = struct{}{}
+		old, _, _ := f.indexer.GetByKey(key)
+		changes = append(changes, change{old: old, new: obj})
+	}
+	var gone []toolscache.DeletedFinalStateUnknown
+	for _, key := range f.indexer.ListKeys() {
+		if _, ok := listed[key]; !ok {
+			if old, exists, _ := f.indexer.GetByKey(key); exists {
+				gone = append(gone, toolscache.DeletedFinalStateUnknown{Key: key, Obj: old})
+			}
+		}
+	}
+	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
+		return err
+	}
+	f.observeList(info.ResourceVersion)
+	for _, g := range gone {
+		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)
+	}
+	for _, c := range changes {
+		if c.old == nil {
+			f.processor.distribute(notification{kind: addNotification, newObj: c.new, initialList: isInInitialList}, false)
+			continue
+		}
+		same := resourceVersion(c.old) == resourceVersion(c.new)
+		f.processor.distribute(notification{kind: updateNotification, oldObj: c.old, newObj: c.new}, same)
+	}
+	return nil
+}
+
+// observe advances the tracker to an applied resource version.
+func (f *FreshInformer) observe(rv freshness.RV, err error) {
+	if f.incomparable.Load() {
+		return
+	}
+	if err != nil {
+		f.markIncomparable(err)
+		return
+	}
+	f.tracker.Advance(rv)
+}
+
+// observeList advances the tracker to a list's resource version. The Guard
+// lets an older list through only as a declared regression; the cache now
+// holds that older state, so the tracker follows it down, or a later write
+// (with a resource version below the old high) would look fresh too soon.
+func (f *FreshInformer) observeList(s string) {
+	if f.incomparable.Load() {
+		return
+	}
+	rv, err := freshness.ParseRV(s)
+	if err != nil {
+		f.markIncomparable(err)
+		return
+	}
+	if f.tracker.Advance(rv) < 0 {
+		f.logger.Error(nil, "Cache moved back in time to a declared regression", "from", f.tracker.Current().String(), "to", s)
+		f.tracker.Reset(rv)
+	}
+}
+
+// markIncomparable switches the informer to plain mode for good: the server
+// serves resource versions that cannot be ordered (some aggregated API
+// servers), so no freshness can be claimed.
+func (f *FreshInformer) markIncomparable(err error) {
+	if f.incomparable.CompareAndSwap(false, true) {
+		f.logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+		f.tracker.SetIncomparable(err)
+	}
+}
+
+// older reports whether an incoming state is older than the cached one.
+// Resource versions that cannot be ordered pass (counted).
+func (f *FreshInformer) older(in freshness.RV, inErr error, cachedRV string) bool {
+	cached, err := freshness.ParseRV(cachedRV)
+	if inErr != nil || err != nil {
+		f.incomparableObjects.Add(1)
+		return false
+	}
+	return in.Compare(cached) < 0
+}
+
+func (f *FreshInformer) reject(what string, obj any, rv, cachedRV string) {
+	f.outOfOrder.Add(1)
+	if logger := f.logger.V(4); logger.Enabled() {
+		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(asMeta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
+	}
+}
+
+func resourceVersion(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+func asMeta(obj any) klog.KMetadata {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m
+	}
+	return nil
+}
+
+// AddEventHandler adds a handler with the informer's default resync period.
+func (f *FreshInformer) AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return f.AddEventHandlerWithOptions(handler, toolscache.HandlerOptions{})
+}
+
+// AddEventHandlerWithResyncPeriod adds a handler with its own resync period.
+func (f *FreshInformer) AddEventHandlerWithResyncPeriod(handler toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return f.AddEventHandlerWithOptions(handler, toolscache.HandlerOptions{ResyncPeriod: &resync})
+}
+
+// AddEventHandlerWithOptions adds a handler. Added after the informer
+// started, it first receives the cached objects as initial-list adds; its
+// registration's HasSynced turns true once it has handled them all.
+func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEventHandler, options toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil, fmt.Errorf("handler %v was not added to FreshInformer because it has stopped already", handler)
+	}
+	logger := ptr.Deref(options.Logger, klog.Background())
+	resync := ptr.Deref(options.ResyncPeriod, f.defaultHandlerResync)
+	if resync > 0 && resync < minimumResyncPeriod {
+		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", minimumResyncPeriod)
+		resync = minimumResyncPeriod
+	}
+	if resync > 0 && resync < f.resyncCheckPeriod && !f.started {
+		f.resyncCheckPeriod = resync
+		f.processor.resyncCheckPeriodChanged(logger, resync)
+	}
+	l := newListener(logger, handler, resync, effectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
+	if !f.started {
+		f.processor.addListener(l)
+		return l, nil
+	}
+
+	f.blockDeltas.Lock()
+	defer f.blockDeltas.Unlock()
+	f.processor.addListener(l)
+	for _, obj := range f.indexer.List() {
+		l.add(notification{kind: addNotification, newObj: obj, initialList: true})
+	}
+	select {
+	case <-f.synced: // synced before this handler joined: its initial list is queued
+		l.synced.UpstreamHasSynced()
+	default: // the informer's sync will tell it
+	}
+	return l, nil
+}
+
+// RemoveEventHandler removes a handler added to this informer; pending
+// notifications for it are dropped.
+func (f *FreshInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+	l, ok := handle.(*listener)
+	if !ok {
+		return fmt.Errorf("registration %T was not made by a FreshInformer", handle)
+	}
+	f.processor.removeListener(l)
+	return nil
+}
+
+// GetStore returns the informer's indexer as a Store.
+func (f *FreshInformer) GetStore() toolscache.Store { return f.GetIndexer() }
+
+// GetIndexer returns the informer's indexer. Its
+// LastStoreSyncResourceVersion reports LastObservedResourceVersion: the
+// applied, monotonic resource version, whatever client-go's AtomicFIFO
+// feature gate says.
+func (f *FreshInformer) GetIndexer() toolscache.Indexer { return indexerView{f.indexer, f} }
+
+type indexerView struct {
+	toolscache.Indexer
+	f *FreshInformer
+}
+
+func (v indexerView) LastStoreSyncResourceVersion() string { return v.f.LastObservedResourceVersion() }
+
+// AddIndexers adds indexers to the informer's indexer.
+func (f *FreshInformer) AddIndexers(indexers toolscache.Indexers) error {
+	if f.IsStopped() { // f.mu before blockDeltas, as everywhere
+		return errors.New("indexers were not added to FreshInformer because it has stopped already")
+	}
+	f.blockDeltas.Lock()
+	defer f.blockDeltas.Unlock()
+	return f.indexer.AddIndexers(indexers)
+}
+
+// GetController returns a view of the informer as a Controller; running it
+// does nothing (run the informer instead).
+func (f *FreshInformer) GetController() toolscache.Controller { return controllerView{f} }
+
+type controllerView struct{ f *FreshInformer }
+
+func (controllerView) Run(<-chan struct{})                        {}
+func (controllerView) RunWithContext(context.Context)             {}
+func (v controllerView) HasSynced() bool                          { return v.f.HasSynced() }
+func (v controllerView) HasSyncedChecker() toolscache.DoneChecker { return v.f.HasSyncedChecker() }
+func (v controllerView) LastSyncResourceVersion() string          { return v.f.LastSyncResourceVersion() }
+
+// HasSynced reports whether the initial list has been applied.
+func (f *FreshInformer) HasSynced() bool {
+	select {
+	case <-f.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
+func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker { return syncedChecker{f} }
+
+type syncedChecker struct{ f *FreshInformer }
+
+func (c syncedChecker) Name() string          { return c.f.description }
+func (c syncedChecker) Done() <-chan struct{} { return c.f.synced }
+
+// LastSyncResourceVersion is the resource version the Reflector last
+// received (not necessarily applied yet; see LastObservedResourceVersion).
+func (f *FreshInformer) LastSyncResourceVersion() string {
+	f.mu.Lock()
+	c := f.controller
+	f.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	return c.LastSyncResourceVersion()
+}
+
+// SetWatchErrorHandler sets the handler called when a list or watch fails;
+// before Run only.
+func (f *FreshInformer) SetWatchErrorHandler(handler toolscache.WatchErrorHandler) error {
+	return f.SetWatchErrorHandlerWithContext(func(_ context.Context, r *toolscache.Reflector, err error) { handler(r, err) })
+}
+
+// SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context;
+// before Run only.
+func (f *FreshInformer) SetWatchErrorHandlerWithContext(handler toolscache.WatchErrorHandlerWithContext) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("informer has already started")
+	}
+	f.watchErrorHandler = handler
+	return nil
+}
+
+// SetTransform sets a function applied to every object before it is cached
+// and delivered; before Run only.
+func (f *FreshInformer) SetTransform(handler toolscache.TransformFunc) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("informer has already started")
+	}
+	f.transform = handler
+	return nil
+}
+
+// IsStopped reports whether the informer has stopped.
+func (f *FreshInformer) IsStopped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}

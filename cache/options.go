@@ -1,0 +1,60 @@
+package cache
+
+import (
+	"time"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// Options configure a FreshInformer. The first fields mirror client-go's
+// SharedIndexInformerOptions; the rest are freshinformer's own.
+type Options struct {
+	// ResyncPeriod is the default resync period of handlers added without
+	// one. Zero: no resync.
+	ResyncPeriod time.Duration
+	// Indexers are the indexer's initial indexers.
+	Indexers toolscache.Indexers
+	// ObjectDescription names the objects in logs, as client-go's does;
+	// it defaults to the example object's type.
+	ObjectDescription string
+
+	// Name names the informer in logs (and, with the metrics package, in
+	// metric labels).
+	Name string
+	// AcceptRegressionAfter bounds how long lists older than the cache are
+	// refused before one is accepted as a declared regression. Zero means
+	// reflector.DefaultAcceptRegressionAfter.
+	AcceptRegressionAfter time.Duration
+	// OnRegression, if set, is called for every declared regression.
+	OnRegression func(reflector.Regression)
+	// Clock drives resyncs and the regression bound; tests set a fake one.
+	Clock clock.Clock
+}
+
+// Option sets a field of Options, for NewSharedIndexInformer.
+type Option func(*Options)
+
+// WithName names the informer in logs and metrics.
+func WithName(name string) Option { return func(o *Options) { o.Name = name } }
+
+// WithObjectDescription names the informer's objects in logs.
+func WithObjectDescription(d string) Option {
+	return func(o *Options) { o.ObjectDescription = d }
+}
+
+// WithAcceptRegressionAfter sets how long older lists are refused before one
+// is accepted as a declared regression.
+func WithAcceptRegressionAfter(d time.Duration) Option {
+	return func(o *Options) { o.AcceptRegressionAfter = d }
+}
+
+// WithRegressionHandler sets a callback for declared regressions.
+func WithRegressionHandler(f func(reflector.Regression)) Option {
+	return func(o *Options) { o.OnRegression = f }
+}
+
+// WithClock sets the clock for resyncs and the regression bound.
+func WithClock(c clock.Clock) Option { return func(o *Options) { o.Clock = c } }
