@@ -220,7 +220,9 @@ func (r *recorder) OnAdd(obj any, initial bool) {
 func (r *recorder) OnUpdate(old, obj any) {
 	r.record(fmt.Sprintf("update %s@%s->%s", name(obj), resourceVersion(old), resourceVersion(obj)))
 }
-func (r *recorder) OnDelete(obj any) { r.record(fmt.Sprintf("delete %s@%s", name(obj), resourceVersion(obj))) }
+func (r *recorder) OnDelete(obj any) {
+	r.record(fmt.Sprintf("delete %s@%s", name(obj), resourceVersion(obj)))
+}
 
 func (r *recorder) get() []string {
 	r.mu.Lock()
