@@ -1,0 +1,68 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/cache"
+)
+
+// A reconciler writes through the API server, then reads its cache. It
+// waits until the cache has applied its own write before reading, instead
+// of acting on the stale object. In a real controller lw comes from
+// toolscache.NewListWatchFromClient and the write's resource version from
+// the object the client returned.
+func ExampleFreshInformer_WaitForFreshness() {
+	server := watch.NewFake() // stands in for the API server's watch stream
+	lw := &toolscache.ListWatch{
+		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "100"}}, nil
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			if o.SendInitialEvents != nil && *o.SendInitialEvents {
+				// client-go streams the initial list (watch-list); a real
+				// server ends it with this bookmark.
+				go server.Action(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					ResourceVersion: "100",
+					Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
+				}})
+			}
+			return server, nil
+		},
+	}
+	informer := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	lister := corelisters.NewConfigMapLister(informer.GetIndexer())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go informer.RunWithContext(ctx)
+	toolscache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
+
+	// The reconciler's write returned resourceVersion 105; the watch event
+	// for it reaches the informer a little later.
+	writtenRV := "105"
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		server.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: "settings", ResourceVersion: writtenRV,
+		}})
+	}()
+
+	waitCtx, done := context.WithTimeout(ctx, 5*time.Second)
+	defer done()
+	if err := informer.WaitForFreshness(waitCtx, writtenRV); err != nil {
+		fmt.Println("cache not fresh:", err) // requeue instead of acting on stale state
+		return
+	}
+	cm, err := lister.ConfigMaps("default").Get("settings")
+	fmt.Println(cm.ResourceVersion, err, informer.LastObservedResourceVersion())
+	// Output: 105 <nil> 105
+}

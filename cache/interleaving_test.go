@@ -1,0 +1,153 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// TestRandomInterleavings scripts random streams (adds, updates, deletes,
+// bookmarks, with an indexer that is sometimes slow) while waiters wait for
+// random resource versions. After every successful WaitForFreshness(rv) the
+// indexer must hold, for every key, the state of the last scripted event at
+// or below rv (or a newer one).
+func TestRandomInterleavings(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		for round := range 3 {
+			rng := rand.New(rand.NewPCG(seed, uint64(round)+uint64(mode)<<8))
+			runInterleaving(t, mode, rng)
+		}
+	})
+}
+
+type scriptedEvent struct {
+	rv      uint64
+	key     string
+	deleted bool
+}
+
+func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand) {
+	slow := toolscache.Indexers{"slow": func(any) ([]string, error) {
+		if rand.IntN(20) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil
+	}}
+	lw := newScriptedLW(t, mode, listResponse{rv: "1"})
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow)
+	stop := runInformer(t, inf)
+	w := lw.nextWatcher()
+	waitSynced(t, inf)
+
+	// The script: RVs 2..n, each an event on one of a few keys or a bookmark.
+	const n = 300
+	var script []scriptedEvent
+	live := map[string]bool{}
+	for rv := uint64(2); rv <= n; rv++ {
+		if rng.IntN(6) == 0 {
+			script = append(script, scriptedEvent{rv: rv}) // bookmark
+			continue
+		}
+		key := fmt.Sprintf("k%d", rng.IntN(8))
+		del := live[key] && rng.IntN(4) == 0
+		live[key] = !del
+		script = append(script, scriptedEvent{rv: rv, key: key, deleted: del})
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 16 {
+		target := 2 + rng.Uint64N(n-1)
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := inf.WaitForFreshness(ctx, strconv.FormatUint(target, 10)); err != nil {
+				errs <- err
+				return
+			}
+			if err := checkFreshAt(inf, script, target); err != nil {
+				errs <- err
+			}
+		})
+	}
+
+	present := map[string]bool{}
+	for _, e := range script {
+		rv := strconv.FormatUint(e.rv, 10)
+		switch {
+		case e.key == "":
+			w.Action(watch.Bookmark, bookmark(rv))
+		case e.deleted:
+			w.Delete(cm(e.key, rv))
+			present[e.key] = false
+		case present[e.key]:
+			w.Modify(cm(e.key, rv))
+		default:
+			w.Add(cm(e.key, rv))
+			present[e.key] = true
+		}
+		if rng.IntN(10) == 0 {
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	stop()
+}
+
+// checkFreshAt verifies that the indexer reflects every scripted event at or
+// below target: each key holds the state of its last such event or a newer one.
+func checkFreshAt(inf *FreshInformer, script []scriptedEvent, target uint64) error {
+	last := map[string]scriptedEvent{}
+	for _, e := range script {
+		if e.rv > target {
+			break
+		}
+		if e.key != "" {
+			last[e.key] = e
+		}
+	}
+	for key, e := range last {
+		got := cached(inf, key)
+		if got == "" {
+			if e.deleted {
+				continue
+			}
+			// Deleted again by a later event is fine; missing otherwise is not.
+			if deletedAfter(script, key, e.rv) {
+				continue
+			}
+			return fmt.Errorf("fresh at %d but %s (written at %d) is missing", target, key, e.rv)
+		}
+		n, _ := strconv.ParseUint(got, 10, 64)
+		if n < e.rv {
+			return fmt.Errorf("fresh at %d but %s is cached at %d, older than its event at %d", target, key, n, e.rv)
+		}
+		if e.deleted && n <= e.rv {
+			return fmt.Errorf("fresh at %d but %s, deleted at %d, is cached at %d", target, key, e.rv, n)
+		}
+	}
+	return nil
+}
+
+func deletedAfter(script []scriptedEvent, key string, rv uint64) bool {
+	for _, e := range script {
+		if e.rv > rv && e.key == key && e.deleted {
+			return true
+		}
+	}
+	return false
+}

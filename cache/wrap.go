@@ -1,0 +1,95 @@
+package cache
+
+import (
+	"context"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// WrappedInformer is an informer built elsewhere (handed out by another
+// library, say) with WaitForFreshness added. It is still that informer: every
+// SharedIndexInformer method is the wrapped one's.
+//
+// It keeps fewer guarantees than a FreshInformer, because it cannot see the
+// wrapped informer's queue:
+//
+//   - Safe freshness holds: the resource versions it learns are of objects
+//     already in the indexer (those handed to its event handler, which
+//     client-go calls after the indexer write) and the indexer's own
+//     LastStoreSyncResourceVersion (written under the store's lock, in stream
+//     order, only with client-go's AtomicFIFO gate on).
+//   - Prompt wake-up holds for watch events. Bookmarks and list resource
+//     versions reach no handler: they count only when WaitForFreshness is
+//     called, so a pending waiter on a quiet resource wakes at the next
+//     event, not at the bookmark.
+//   - No out-of-order rejection and no stale-relist guard: the wrapped
+//     informer applies what it receives. (If you build that informer
+//     yourself, wrap its ListerWatcher with reflector.Guard for the latter,
+//     or use NewSharedIndexInformer.)
+//   - Malformed resource versions fail WaitForFreshness with
+//     freshness.ErrIncomparable; waiters are released with
+//     freshness.ErrStopped when the context given to Wrap ends.
+type WrappedInformer struct {
+	toolscache.SharedIndexInformer
+	tracker freshness.Tracker
+}
+
+// Wrap adds WaitForFreshness to informer. Pass the context the informer runs
+// with: when it ends, waiters are released and Wrap's handler is removed.
+func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*WrappedInformer, error) {
+	w := &WrappedInformer{SharedIndexInformer: informer}
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.observe(obj) },
+		UpdateFunc: func(_, obj any) { w.observe(obj) },
+		DeleteFunc: func(obj any) {
+			if _, ok := obj.(toolscache.DeletedFinalStateUnknown); !ok {
+				w.observe(obj)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		w.tracker.Stop()
+		_ = informer.RemoveEventHandler(reg)
+	}()
+	return w, nil
+}
+
+func (w *WrappedInformer) observe(obj any) {
+	rv, err := freshness.ParseRV(resourceVersion(obj))
+	if err != nil {
+		w.tracker.SetIncomparable(err)
+		return
+	}
+	w.tracker.Advance(rv)
+}
+
+// WaitForFreshness blocks until the wrapped informer's indexer has applied
+// rv, ctx ends, or Wrap's context ends; see WrappedInformer for what it can
+// and cannot see. Errors are FreshInformer.WaitForFreshness's.
+func (w *WrappedInformer) WaitForFreshness(ctx context.Context, rv string) error {
+	target, err := freshness.ParseRV(rv)
+	if err != nil {
+		return err
+	}
+	// The store's own resource version covers bookmarks and lists, which
+	// no handler sees.
+	if stored, err := freshness.ParseRV(w.GetIndexer().LastStoreSyncResourceVersion()); err == nil {
+		w.tracker.Advance(stored)
+	}
+	return w.tracker.WaitRV(ctx, target)
+}
+
+// LastObservedResourceVersion returns the highest resource version known to
+// be applied; see WrappedInformer for what it can see.
+func (w *WrappedInformer) LastObservedResourceVersion() string {
+	if stored, err := freshness.ParseRV(w.GetIndexer().LastStoreSyncResourceVersion()); err == nil {
+		w.tracker.Advance(stored)
+	}
+	return w.tracker.Current().String()
+}

@@ -1,0 +1,163 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
+	"k8s.io/klog/v2"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+func TestMain(m *testing.M) {
+	// The informer logs refused lists and regressions at error level; the
+	// tests provoke them on purpose.
+	klog.SetLogger(logr.Discard())
+	goleak.VerifyTestMain(m)
+}
+
+func floorAt(s string) func() freshness.RV {
+	return func() freshness.RV {
+		rv, _ := freshness.ParseRV(s)
+		return rv
+	}
+}
+
+// recordingLW records the options of every request.
+type recordingLW struct {
+	lists, watches []metav1.ListOptions
+}
+
+func (r *recordingLW) List(o metav1.ListOptions) (runtime.Object, error) {
+	r.lists = append(r.lists, o)
+	return &corev1.ConfigMapList{}, nil
+}
+
+func (r *recordingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	r.watches = append(r.watches, o)
+	return watch.NewEmptyWatch(), nil
+}
+
+func TestListerWatcherRaisesToFloor(t *testing.T) {
+	inner := &recordingLW{}
+	g := NewGuard(Options{Floor: floorAt("100")})
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	ctx := context.Background()
+	for _, o := range []metav1.ListOptions{
+		{ResourceVersion: "50"},                                // raised, NotOlderThan
+		{ResourceVersion: "150", Limit: 500},                   // kept, NotOlderThan
+		{ResourceVersion: ""},                                  // consistent read: kept
+		{ResourceVersion: "0"},                                 // any state: kept
+		{ResourceVersion: "50", Continue: "token"},             // a later page: kept
+		{ResourceVersion: "50", ResourceVersionMatch: "Exact"}, // raised, match kept
+	} {
+		if _, err := lw.ListWithContext(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []struct{ rv, match string }{
+		{"100", "NotOlderThan"}, {"150", "NotOlderThan"}, {"", ""}, {"0", ""}, {"50", ""}, {"100", "Exact"},
+	}
+	for i, w := range want {
+		if got := inner.lists[i]; got.ResourceVersion != w.rv || string(got.ResourceVersionMatch) != w.match {
+			t.Errorf("list %d sent RV %q match %q, want %q %q", i, got.ResourceVersion, got.ResourceVersionMatch, w.rv, w.match)
+		}
+	}
+	for _, rv := range []string{"50", "120", ""} {
+		w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+	}
+	for i, want := range []string{"100", "120", ""} {
+		if got := inner.watches[i].ResourceVersion; got != want {
+			t.Errorf("watch %d started at %q, want %q", i, got, want)
+		}
+	}
+	if s := g.Stats(); s.FloorRaised != 3 || s.Watches != 3 {
+		t.Errorf("stats %+v, want 3 raised, 3 watches", s)
+	}
+}
+
+type watchListUnsupported struct{ recordingLW }
+
+func (watchListUnsupported) IsWatchListSemanticsUnSupported() bool { return true }
+
+func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
+	g := NewGuard(Options{Floor: floorAt("1")})
+	type unsupported interface{ IsWatchListSemanticsUnSupported() bool }
+	if g.ListerWatcher(&watchListUnsupported{}).(unsupported).IsWatchListSemanticsUnSupported() != true {
+		t.Error("did not forward an inner 'unsupported'")
+	}
+	if g.ListerWatcher(&recordingLW{}).(unsupported).IsWatchListSemanticsUnSupported() != false {
+		t.Error("claimed 'unsupported' for a ListerWatcher that says nothing")
+	}
+}
+
+func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
+	clock := testingclock.NewFakeClock(time.Now())
+	var got []Regression
+	g := NewGuard(Options{
+		Floor:                 floorAt("100"),
+		AcceptRegressionAfter: time.Minute,
+		OnRegression:          func(r Regression) { got = append(got, r) },
+		Clock:                 clock,
+	})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+
+	if err := q.Replace(nil, "100"); err != nil {
+		t.Fatalf("list at the floor refused: %v", err)
+	}
+	err := q.Replace(nil, "90")
+	var se *StaleListError
+	if !errors.Is(err, ErrStaleList) || !errors.As(err, &se) || se.ListResourceVersion != "90" || se.Floor != "100" || se.Refused != 1 {
+		t.Fatalf("stale list: %v", err)
+	}
+	clock.Step(30 * time.Second)
+	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
+		t.Fatalf("stale list within the bound accepted: %v", err)
+	}
+	clock.Step(31 * time.Second)
+	if err := q.Replace(nil, "90"); err != nil {
+		t.Fatalf("stale list past the bound refused: %v", err)
+	}
+	if len(got) != 1 || got[0].Refused != 2 || got[0].Since != 61*time.Second {
+		t.Fatalf("regressions reported: %+v", got)
+	}
+	// The streak starts over: the next stale list is refused again.
+	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
+		t.Fatalf("first stale list of a new streak: %v", err)
+	}
+	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 5 {
+		t.Fatalf("stats %+v", s)
+	}
+	// A fresh list ends the streak; incomparable lists pass (plain informer).
+	if err := q.Replace(nil, "101"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Replace(nil, "abc"); err != nil {
+		t.Fatalf("incomparable list refused: %v", err)
+	}
+	q.Close()
+}
+
+func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
+	g := NewGuard(Options{Floor: func() freshness.RV { return freshness.RV{} }})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	if err := q.Replace(nil, "1"); err != nil {
+		t.Fatal(err)
+	}
+}
