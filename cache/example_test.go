@@ -23,10 +23,10 @@ import (
 func ExampleFreshInformer_WaitForFreshness() {
 	server := watch.NewFake() // stands in for the API server's watch stream
 	lw := &toolscache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "100"}}, nil
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			if o.SendInitialEvents != nil && *o.SendInitialEvents {
 				// client-go streams the initial list (watch-list); a real
 				// server ends it with this bookmark.

@@ -1,0 +1,76 @@
+package cache
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// TestRelistDropsObjectsAsTombstones: a relist without an object deletes it
+// from the cache and tells handlers with a DeletedFinalStateUnknown.
+func TestRelistDropsObjectsAsTombstones(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, lw, w := startScripted(t, mode, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5"), cm("b", "6")}})
+		rec := newRecorder()
+		if _, err := inf.AddEventHandler(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, 2)
+		lw.queueLists(listResponse{rv: "20", objects: []*corev1.ConfigMap{cm("b", "6")}})
+		w.Error(goneError())
+		waitFresh(t, inf, "20")
+		if cached(inf, "a") != "" {
+			t.Fatal("a survived a relist without it")
+		}
+		// b is unchanged: that update goes only to resyncing handlers.
+		got := rec.waitFor(t, 3)
+		want := []string{"delete tombstone:ns/a@"}
+		if !slices.Equal(got[2:], want) {
+			t.Fatalf("handler got %q, want %q after the initial adds", got, want)
+		}
+	})
+}
+
+// TestTombstoneDeletes applies Deleted deltas carrying tombstones (as
+// non-atomic queues produce them) directly.
+func TestTombstoneDeletes(t *testing.T) {
+	inf := NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil)
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(d toolscache.Delta) {
+		t.Helper()
+		if err := inf.handleDeltas(toolscache.Deltas{d}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(toolscache.Delta{Type: toolscache.Added, Object: cm("a", "10")})
+	apply(toolscache.Delta{Type: toolscache.Added, Object: cm("b", "11")})
+
+	// A tombstone holding an older state than the cache: rejected.
+	apply(toolscache.Delta{Type: toolscache.Deleted, Object: toolscache.DeletedFinalStateUnknown{Key: "ns/a", Obj: cm("a", "9")}})
+	if cached(inf, "a") != "10" || inf.Stats().OutOfOrderRejected != 1 {
+		t.Fatalf("stale tombstone applied: a=%q", cached(inf, "a"))
+	}
+	// A tombstone with the cached state, and one with no state: applied.
+	apply(toolscache.Delta{Type: toolscache.Deleted, Object: toolscache.DeletedFinalStateUnknown{Key: "ns/a", Obj: cm("a", "10")}})
+	apply(toolscache.Delta{Type: toolscache.Deleted, Object: toolscache.DeletedFinalStateUnknown{Key: "ns/b"}})
+	if cached(inf, "a") != "" || cached(inf, "b") != "" {
+		t.Fatal("tombstones did not delete")
+	}
+	// A tombstone's state is not a deletion resource version: freshness stays.
+	if got := inf.LastObservedResourceVersion(); got != "11" {
+		t.Fatalf("LastObservedResourceVersion = %s, want 11", got)
+	}
+	// Handlers are not running (informer not started); their queue has it all.
+	l := inf.processor.listeners[0]
+	l.mu.Lock()
+	n := len(l.pending)
+	l.mu.Unlock()
+	if n != 4 {
+		t.Fatalf("%d notifications queued, want 4 (2 adds, 2 deletes)", n)
+	}
+}
