@@ -10,9 +10,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgofeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -37,11 +39,16 @@ type FreshInformer struct {
 	objectType  runtime.Object
 	description string
 	name        string
+	resource    schema.GroupResource
 	clock       clock.Clock
 	indexer     toolscache.Indexer
 	tracker     freshness.Tracker
 	guard       *reflector.Guard
 	processor   *processor
+	metrics     InformerMetrics // nil without WithMetrics
+
+	newestMu    sync.Mutex
+	newestWrite freshness.RV // the newest RecordWrite
 
 	// blockDeltas serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.
@@ -83,8 +90,12 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	if options.ObjectDescription == "" {
 		options.ObjectDescription = fmt.Sprintf("%T", exampleObject)
 	}
+	if options.Resource.Empty() {
+		options.Resource = guessResource(exampleObject)
+	}
 	f := &FreshInformer{
 		lw:                   lw,
+		resource:             options.Resource,
 		objectType:           exampleObject,
 		description:          options.ObjectDescription,
 		name:                 options.Name,
@@ -102,8 +113,33 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		OnRegression:          options.OnRegression,
 		Clock:                 options.Clock,
 	})
+	if options.Metrics != nil {
+		f.metrics = options.Metrics.InformerMetrics(f)
+	}
 	return f
 }
+
+// guessResource derives a resource from an example object's kind, as
+// client-go's scheme knows it (or as the object says, for unstructured).
+func guessResource(obj runtime.Object) schema.GroupResource {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		if gvks, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+			gvk = gvks[0]
+		}
+	}
+	if gvk.Empty() {
+		return schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	return plural.GroupResource()
+}
+
+// Name returns the informer's name (WithName), "" if unnamed.
+func (f *FreshInformer) Name() string { return f.name }
+
+// Resource returns the listed resource (WithResource, or guessed).
+func (f *FreshInformer) Resource() schema.GroupResource { return f.resource }
 
 // WaitForFreshness blocks until the cache has applied rv (every event up to
 // rv that the informer's selector admits is in the indexer), ctx ends, or
@@ -113,6 +149,9 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 // ordered; a *freshness.WaitError unwrapping to ctx.Err() or
 // freshness.ErrStopped otherwise.
 func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
+	if f.metrics != nil {
+		return f.waitObserved(ctx, rv)
+	}
 	return f.tracker.Wait(ctx, rv)
 }
 
@@ -235,6 +274,9 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.tracker.Stop()
 	close(stopProcessor)
 	wg.Wait()
+	if f.metrics != nil {
+		f.metrics.Stopped()
+	}
 }
 
 // handleDeltas is the controller's Process function: it applies one queue

@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -32,6 +33,11 @@ type Options struct {
 	OnRegression func(reflector.Regression)
 	// Clock drives resyncs and the regression bound; tests set a fake one.
 	Clock clock.Clock
+	// Resource names the listed resource in metrics ("group/resource").
+	// When empty it is guessed from the example object's kind.
+	Resource schema.GroupResource
+	// Metrics, if set, receives the informer's measurements.
+	Metrics MetricsProvider
 }
 
 // Option sets a field of Options, for NewSharedIndexInformer.
@@ -55,6 +61,9 @@ func WithAcceptRegressionAfter(d time.Duration) Option {
 func WithRegressionHandler(f func(reflector.Regression)) Option {
 	return func(o *Options) { o.OnRegression = f }
 }
+
+// WithResource names the listed resource for metrics.
+func WithResource(gr schema.GroupResource) Option { return func(o *Options) { o.Resource = gr } }
 
 // WithClock sets the clock for resyncs and the regression bound.
 func WithClock(c clock.Clock) Option { return func(o *Options) { o.Clock = c } }

@@ -34,6 +34,12 @@ type Tracker struct {
 	targets      targetHeap             // pending targets, oldest first
 	byRV         map[string]*waitTarget // the same targets, by canonical RV
 	pending      int                    // goroutines blocked in Wait
+	due          []dueFunc              // released AfterFunc callbacks, run after unlocking
+}
+
+type dueFunc struct {
+	f   func(error)
+	err error
 }
 
 // waitTarget is one RV that at least one caller waits for.
@@ -42,7 +48,8 @@ type waitTarget struct {
 	reached chan struct{} // closed once the target is released
 	err     error         // why it was released: nil when reached
 	waiters int
-	index   int // position in targets, -1 once released
+	funcs   []func(error) // AfterFunc callbacks, run once released
+	index   int           // position in targets, -1 once released
 }
 
 // Current returns the highest RV applied so far, or the zero RV.
@@ -66,11 +73,11 @@ func (t *Tracker) Pending() int {
 // caller may count or log it).
 func (t *Tracker) Advance(rv RV) int {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	c := rv.Compare(t.cur)
 	if c > 0 && t.incomparable == nil && !t.stopped {
 		t.set(rv)
 	}
+	t.unlockAndRun()
 	return c
 }
 
@@ -81,12 +88,11 @@ func (t *Tracker) Advance(rv RV) int {
 // tracker keep waiting.
 func (t *Tracker) Reset(rv RV) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		return
+	if !t.stopped {
+		t.incomparable = nil
+		t.set(rv)
 	}
-	t.incomparable = nil
-	t.set(rv)
+	t.unlockAndRun()
 }
 
 // SetIncomparable records that the stream served a resource version that
@@ -96,13 +102,12 @@ func (t *Tracker) Reset(rv RV) {
 // so beats hanging.
 func (t *Tracker) SetIncomparable(cause error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		return
+	if !t.stopped {
+		t.incomparable = cause
+		t.fast.Store(0)
+		t.releaseAll(cause)
 	}
-	t.incomparable = cause
-	t.fast.Store(0)
-	t.releaseAll(cause)
+	t.unlockAndRun()
 }
 
 // Stop releases every pending waiter with ErrStopped and makes later waits
@@ -110,9 +115,47 @@ func (t *Tracker) SetIncomparable(cause error) {
 // Stop is idempotent.
 func (t *Tracker) Stop() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.stopped = true
 	t.releaseAll(ErrStopped)
+	t.unlockAndRun()
+}
+
+// AfterFunc arranges for f to be called once the tracker reaches rv, with
+// nil, or once it can no longer get there, with an error matching
+// ErrStopped or ErrIncomparable. If rv is already reached (or the tracker
+// already stopped or incomparable) f is called at once, on the caller's
+// goroutine. Otherwise f runs on the goroutine that released it, after the
+// tracker's lock is released: it must be quick and must not block (record a
+// metric, signal a channel). Registering costs what a pending Wait does;
+// the zero RV is always reached.
+func (t *Tracker) AfterFunc(rv RV, f func(error)) {
+	t.mu.Lock()
+	var err error
+	switch {
+	case t.incomparable != nil:
+		err = t.incomparable
+	case t.cur.AtLeast(rv):
+	case t.stopped:
+		err = ErrStopped
+	default:
+		w := t.target(rv)
+		w.funcs = append(w.funcs, f)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	f(err)
+}
+
+// unlockAndRun unlocks t.mu and then calls the AfterFunc callbacks that
+// the locked section released.
+func (t *Tracker) unlockAndRun() {
+	due := t.due
+	t.due = nil
+	t.mu.Unlock()
+	for _, c := range due {
+		c.f(c.err)
+	}
 }
 
 // Wait blocks until the tracker has reached rv, ctx ends, or the tracker is
@@ -126,6 +169,17 @@ func (t *Tracker) Wait(ctx context.Context, rv string) error {
 		return err
 	}
 	return t.WaitRV(ctx, target)
+}
+
+// Reached reports whether the tracker has reached rv (never while it is
+// incomparable). It costs one atomic load when it has.
+func (t *Tracker) Reached(rv RV) bool {
+	if (rv.n != 0 && t.fast.Load() >= rv.n) || rv.IsZero() {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.incomparable == nil && t.cur.AtLeast(rv)
 }
 
 // WaitRV is Wait for a parsed target. The zero RV is always reached.
@@ -205,17 +259,24 @@ func (t *Tracker) set(rv RV) {
 	}
 }
 
-// join registers one more waiter for target. t.mu is held.
-func (t *Tracker) join(target RV) *waitTarget {
-	w := t.byRV[target.s]
+// target returns the pending target for rv, making it if needed. t.mu is
+// held.
+func (t *Tracker) target(rv RV) *waitTarget {
+	w := t.byRV[rv.s]
 	if w == nil {
 		if t.byRV == nil {
 			t.byRV = make(map[string]*waitTarget)
 		}
-		w = &waitTarget{rv: target, reached: make(chan struct{})}
-		t.byRV[target.s] = w
+		w = &waitTarget{rv: rv, reached: make(chan struct{})}
+		t.byRV[rv.s] = w
 		heap.Push(&t.targets, w)
 	}
+	return w
+}
+
+// join registers one more waiter for target. t.mu is held.
+func (t *Tracker) join(target RV) *waitTarget {
+	w := t.target(target)
 	w.waiters++
 	t.pending++
 	return w
@@ -226,7 +287,7 @@ func (t *Tracker) join(target RV) *waitTarget {
 func (t *Tracker) leave(w *waitTarget) {
 	w.waiters--
 	t.pending--
-	if w.waiters == 0 {
+	if w.waiters == 0 && len(w.funcs) == 0 {
 		heap.Remove(&t.targets, w.index)
 		delete(t.byRV, w.rv.s)
 	}
@@ -239,6 +300,10 @@ func (t *Tracker) release(w *waitTarget, err error) {
 	t.pending -= w.waiters
 	w.err = err
 	close(w.reached)
+	for _, f := range w.funcs {
+		t.due = append(t.due, dueFunc{f, err})
+	}
+	w.funcs = nil
 }
 
 // releaseAll wakes every pending waiter with err. t.mu is held.

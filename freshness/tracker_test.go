@@ -3,6 +3,7 @@ package freshness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -413,5 +414,55 @@ func TestRandomInterleavings(t *testing.T) {
 func runtimeYield(rng *rand.Rand) {
 	if rng.IntN(3) == 0 {
 		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+	}
+}
+
+func TestAfterFunc(t *testing.T) {
+	var tr Tracker
+	tr.Advance(mustRV(t, "10"))
+	got := make(chan string, 8)
+	record := func(name string) func(error) {
+		return func(err error) { got <- fmt.Sprint(name, " ", err) }
+	}
+	tr.AfterFunc(mustRV(t, "10"), record("now")) // already reached: at once
+	if s := <-got; s != "now <nil>" {
+		t.Fatalf("got %q", s)
+	}
+	tr.AfterFunc(mustRV(t, "12"), record("twelve"))
+	tr.AfterFunc(mustRV(t, "12"), record("twelve-again"))
+	tr.AfterFunc(mustRV(t, "20"), record("twenty"))
+
+	// A waiter on the same target leaving does not drop the callbacks.
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := waitAsync(t, &tr, ctx, "12")
+	cancel()
+	<-ch
+
+	tr.Advance(mustRV(t, "11"))
+	select {
+	case s := <-got:
+		t.Fatalf("callback %q ran before its target", s)
+	default:
+	}
+	tr.Advance(mustRV(t, "15"))
+	for _, want := range []string{"twelve <nil>", "twelve-again <nil>"} {
+		if s := <-got; s != want {
+			t.Fatalf("got %q, want %q", s, want)
+		}
+	}
+	tr.Stop()
+	if s := <-got; !strings.HasPrefix(s, "twenty ") || !strings.Contains(s, "stopped") {
+		t.Fatalf("pending callback at stop got %q", s)
+	}
+	tr.AfterFunc(mustRV(t, "30"), record("late"))
+	if s := <-got; !strings.Contains(s, "stopped") {
+		t.Fatalf("callback after stop got %q", s)
+	}
+
+	var inc Tracker
+	inc.AfterFunc(mustRV(t, "5"), record("inc"))
+	inc.SetIncomparable(&IncomparableError{ResourceVersion: "x"})
+	if s := <-got; !strings.Contains(s, "not a comparable") {
+		t.Fatalf("callback at SetIncomparable got %q", s)
 	}
 }

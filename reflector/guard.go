@@ -81,8 +81,8 @@ type Options struct {
 
 // Stats are a Guard's counters since it was made.
 type Stats struct {
-	// Lists counts lists the Guard saw complete (initial list and relists,
-	// plain or watch-list).
+	// Lists counts lists the Guard admitted into the cache (initial list and
+	// relists, plain or watch-list; refused ones are not counted here).
 	Lists uint64
 	// Watches counts watch requests (the first and every restart).
 	Watches uint64
@@ -142,7 +142,6 @@ func (g *Guard) Stats() Stats {
 // admitList decides whether a list at rv may replace the cache: nil to
 // accept, a *StaleListError to refuse.
 func (g *Guard) admitList(rv string) error {
-	g.lists.Add(1)
 	floor := g.opts.Floor()
 	listRV, err := freshness.ParseRV(rv)
 	if err != nil || floor.IsZero() || listRV.AtLeast(floor) {
@@ -151,6 +150,7 @@ func (g *Guard) admitList(rv string) error {
 		g.mu.Lock()
 		g.refused = 0
 		g.mu.Unlock()
+		g.lists.Add(1)
 		return nil
 	}
 
@@ -165,6 +165,7 @@ func (g *Guard) admitList(rv string) error {
 		r := Regression{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused, Since: since}
 		g.refused = 0
 		g.regressions.Add(1)
+		g.lists.Add(1)
 		g.logger.Error(nil, "Accepting a list older than the cache as a declared regression: the server has served older state for too long (etcd restored from a backup?)",
 			"listResourceVersion", rv, "floor", floor.String(), "refused", r.Refused, "since", since)
 		if g.opts.OnRegression != nil {

@@ -140,7 +140,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
 		t.Fatalf("first stale list of a new streak: %v", err)
 	}
-	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 5 {
+	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 	// A fresh list ends the streak; incomparable lists pass (plain informer).
