@@ -95,3 +95,9 @@ func (f *DynamicSharedInformerFactory) WaitForFreshnessAll(ctx context.Context, 
 	started := f.set.startedInformers()
 	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) *FreshInformer { return started[gvr] })
 }
+
+// FreshInformerForResource returns the factory's informer for gr, if one
+// was made. It makes DynamicSharedInformerFactory an InformerSource.
+func (f *DynamicSharedInformerFactory) FreshInformerForResource(gr schema.GroupResource) (*FreshInformer, bool) {
+	return f.set.find(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+}

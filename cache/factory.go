@@ -201,7 +201,7 @@ func (f *SharedInformerFactory) informerFor(res *typedResource) *FreshInformer {
 
 // newInformer makes one of a factory's informers.
 func (o *factoryOptions) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, gr schema.GroupResource, resync time.Duration) *FreshInformer {
-	opts := append([]Option{WithResource(gr)}, o.informerOptions...)
+	opts := append([]Option{WithResource(gr), WithSelector(SelectorOf(o.namespace, o.tweakListOptions))}, o.informerOptions...)
 	inf := NewSharedIndexInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}, opts...)
 	if o.transform != nil {
 		_ = inf.SetTransform(o.transform) // not started: cannot fail
@@ -336,6 +336,25 @@ func AsFreshInformer(inf toolscache.SharedInformer) (*FreshInformer, bool) {
 		inf, ok = v.FieldByIndex(inner.Index).Interface().(toolscache.SharedInformer)
 		if !ok {
 			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// FreshInformerForResource returns the factory's informer for gr, if one
+// was made (any version). It makes SharedInformerFactory an InformerSource
+// for ReadYourWrites.
+func (f *SharedInformerFactory) FreshInformerForResource(gr schema.GroupResource) (*FreshInformer, bool) {
+	return f.set.find(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+}
+
+// find returns an informer of the set that match accepts.
+func (s *informerSet[K]) find(match func(*FreshInformer) bool) (*FreshInformer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, inf := range s.informers {
+		if match(inf) {
+			return inf, true
 		}
 	}
 	return nil, false

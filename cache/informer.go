@@ -40,6 +40,7 @@ type FreshInformer struct {
 	description string
 	name        string
 	resource    schema.GroupResource
+	selector    Selector
 	clock       clock.Clock
 	indexer     toolscache.Indexer
 	tracker     freshness.Tracker
@@ -96,6 +97,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	f := &FreshInformer{
 		lw:                   lw,
 		resource:             options.Resource,
+		selector:             options.Selector,
 		objectType:           exampleObject,
 		description:          options.ObjectDescription,
 		name:                 options.Name,

@@ -3,6 +3,9 @@ package cache
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -38,7 +41,40 @@ type Options struct {
 	Resource schema.GroupResource
 	// Metrics, if set, receives the informer's measurements.
 	Metrics MetricsProvider
+	// Selector says what the ListerWatcher lists, so that ReadYourWrites
+	// reports a write the informer cannot see instead of waiting for it.
+	// The factories set it; the zero Selector admits everything.
+	Selector Selector
 }
+
+// Selector is what an informer's ListerWatcher lists: one namespace (or
+// all), and label and field selectors. Field selectors are checked only on
+// metadata.name and metadata.namespace, the fields every object has.
+type Selector struct {
+	Namespace string
+	Labels    labels.Selector
+	Fields    fields.Selector
+}
+
+// SelectorOf derives a Selector from a namespace and a list options tweak.
+func SelectorOf(namespace string, tweak func(*metav1.ListOptions)) Selector {
+	s := Selector{Namespace: namespace}
+	if tweak == nil {
+		return s
+	}
+	var o metav1.ListOptions
+	tweak(&o)
+	if l, err := labels.Parse(o.LabelSelector); err == nil && !l.Empty() {
+		s.Labels = l
+	}
+	if f, err := fields.ParseSelector(o.FieldSelector); err == nil && !f.Empty() {
+		s.Fields = f
+	}
+	return s
+}
+
+// WithSelector tells the informer what its ListerWatcher lists.
+func WithSelector(s Selector) Option { return func(o *Options) { o.Selector = s } }
 
 // Option sets a field of Options, for NewSharedIndexInformer.
 type Option func(*Options)
