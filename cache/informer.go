@@ -335,6 +335,13 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	newRVs := resourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
 	if !exists {
+		// Nothing cached to compare with, but a stream's resource versions
+		// only grow: an add older than what the cache applied is out of
+		// order (an object deleted since would come back to life).
+		if cur := f.tracker.Current(); newErr == nil && !f.incomparable.Load() && newRV.Compare(cur) < 0 {
+			f.reject("add", obj, newRVs, cur.String())
+			return nil
+		}
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
@@ -641,24 +648,23 @@ func (f *FreshInformer) SetWatchErrorHandler(handler toolscache.WatchErrorHandle
 // SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context;
 // before Run only.
 func (f *FreshInformer) SetWatchErrorHandlerWithContext(handler toolscache.WatchErrorHandlerWithContext) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.started {
-		return errors.New("informer has already started")
-	}
-	f.watchErrorHandler = handler
-	return nil
+	return f.beforeStart(func() { f.watchErrorHandler = handler })
 }
 
 // SetTransform sets a function applied to every object before it is cached
 // and delivered; before Run only.
 func (f *FreshInformer) SetTransform(handler toolscache.TransformFunc) error {
+	return f.beforeStart(func() { f.transform = handler })
+}
+
+// beforeStart applies a setting that the informer reads when it starts.
+func (f *FreshInformer) beforeStart(set func()) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.started {
 		return errors.New("informer has already started")
 	}
-	f.transform = handler
+	set()
 	return nil
 }
 

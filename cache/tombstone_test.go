@@ -74,3 +74,19 @@ func TestTombstoneDeletes(t *testing.T) {
 		t.Fatalf("%d notifications queued, want 4 (2 adds, 2 deletes)", n)
 	}
 }
+
+// TestOlderAddAfterDeleteIsRejected: a delete at 20 then an add of the same
+// object at 15 (out of order) must not bring it back.
+func TestOlderAddAfterDeleteIsRejected(t *testing.T) {
+	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
+	w.Delete(cm("a", "20"))
+	w.Add(cm("a", "15"))
+	w.Add(cm("b", "21"))
+	waitFresh(t, inf, "21")
+	if cached(inf, "a") != "" {
+		t.Fatal("an add older than the applied delete resurrected the object")
+	}
+	if n := inf.Stats().OutOfOrderRejected; n != 1 {
+		t.Fatalf("OutOfOrderRejected = %d, want 1", n)
+	}
+}
