@@ -12,6 +12,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"runtime"
 	"strconv"
 	"sync"
@@ -156,16 +157,11 @@ func (c *benchCounter) wait(b *testing.B) {
 	}
 }
 
-// benchInformer is what the benchmarks need of either implementation.
-type benchInformer interface {
-	toolscache.SharedIndexInformer
-}
-
 // benchRun runs inf until the returned stop function is called; stop waits
 // until RunWithContext has returned (and with it every goroutine the
 // informer started). It also fails the benchmark if the informer does not
 // sync and open its watch within 10s.
-func benchRun(b *testing.B, inf benchInformer, lw *benchLW) (stop func()) {
+func benchRun(b *testing.B, inf toolscache.SharedIndexInformer, lw *benchLW) (stop func()) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -239,13 +235,17 @@ var errBenchStopped = errors.New("benchmark stopped")
 // returns the informer and, for fresh, its WaitForFreshness.
 var benchImpls = []struct {
 	name string
-	new  func(toolscache.ListerWatcher) (benchInformer, func(context.Context, string) error)
+	new  func(toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error)
 }{
-	{"fresh", func(lw toolscache.ListerWatcher) (benchInformer, func(context.Context, string) error) {
+	{"fresh", func(lw toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error) {
 		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, benchIndexers)
 		return inf, inf.WaitForFreshness
 	}},
-	{"clientgo", func(lw toolscache.ListerWatcher) (benchInformer, func(context.Context, string) error) {
+	{"fresh+metrics", func(lw toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error) {
+		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, benchIndexers, WithMetrics(benchMetrics{}))
+		return inf, inf.WaitForFreshness
+	}},
+	{"clientgo", func(lw toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error) {
 		return toolscache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, benchIndexers), nil
 	}},
 }
@@ -285,7 +285,7 @@ func BenchmarkInformerEventsSmallBursts(b *testing.B) {
 
 // benchEvents runs b.N Modified events, in bursts of burst, through an
 // informer made by newInformer; see BenchmarkInformerEvents.
-func benchEvents(b *testing.B, newInformer func(toolscache.ListerWatcher) (benchInformer, func(context.Context, string) error), burst int) {
+func benchEvents(b *testing.B, newInformer func(toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error), burst int) {
 	initial, names := benchObjects(benchKeys, benchListRV-benchKeys)
 	w := newBenchWatcher(16)
 	lw := newBenchLW(strconv.Itoa(benchListRV), initial, w)
@@ -490,3 +490,22 @@ func BenchmarkIdleWaiters(b *testing.B) {
 		})
 	}
 }
+
+// benchMetrics does on the measured paths what package metrics' Provider
+// does (which this package's tests cannot import): one client_golang
+// counter and histogram per observation. Events themselves report nothing;
+// the provider reads counters at scrape time.
+type benchMetrics struct{}
+
+var (
+	benchWaits    = prometheus.NewCounter(prometheus.CounterOpts{Name: "bench_waits_total", Help: "bench"})
+	benchWaitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bench_wait_seconds", Help: "bench"})
+)
+
+func (benchMetrics) InformerMetrics(*FreshInformer) InformerMetrics { return benchMetrics{} }
+func (benchMetrics) ObserveWait(_ WaitOutcome, d time.Duration) {
+	benchWaits.Inc()
+	benchWaitTime.Observe(d.Seconds())
+}
+func (benchMetrics) ObserveWriteVisible(d time.Duration) { benchWaitTime.Observe(d.Seconds()) }
+func (benchMetrics) Stopped()                            {}

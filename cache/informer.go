@@ -244,6 +244,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		Queue:                        queue,
 		ListerWatcher:                f.guard.ListerWatcher(f.lw),
 		Process:                      f.handleDeltas,
+		ProcessBatch:                 f.handleBatch,
 		ObjectType:                   f.objectType,
 		ObjectDescription:            f.description,
 		FullResyncPeriod:             f.resyncCheckPeriod,
@@ -288,6 +289,13 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 	if !ok {
 		return fmt.Errorf("freshinformer: queue item is %T, not Deltas", obj)
 	}
+	return f.handleBatch(deltas, isInInitialList)
+}
+
+// handleBatch is the controller's ProcessBatch function: a run of
+// changes to distinct keys, popped from the queue at once (client-go's
+// InOrderInformersBatchProcess), applied in order under one lock.
+func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
 	f.blockDeltas.Lock()
 	defer f.blockDeltas.Unlock()
 	for _, d := range deltas {

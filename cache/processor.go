@@ -108,11 +108,12 @@ func (l *listener) run() {
 		for {
 			l.mu.Lock()
 			batch := l.pending
-			l.pending, l.spare = l.spare[:0], nil
-			l.mu.Unlock()
-			if len(batch) == 0 {
+			if len(batch) == 0 { // keep both buffers for the next round
+				l.mu.Unlock()
 				break
 			}
+			l.pending, l.spare = l.spare[:0], nil
+			l.mu.Unlock()
 			for i := range batch {
 				select {
 				case <-l.stop:
