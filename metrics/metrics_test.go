@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,7 +227,8 @@ func TestRegisteringTwiceIsAnError(t *testing.T) {
 	}
 }
 
-func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+// metricNamed returns the first series of the named metric family.
+func metricNamed(t *testing.T, reg prometheus.Gatherer, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -234,27 +236,26 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			m := mf.GetMetric()[0]
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue()
-			}
-			return m.GetCounter().GetValue()
+			return mf.GetMetric()[0]
 		}
 	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return nil
+}
+
+// gathered returns a gauge's or counter's value.
+func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	m := metricNamed(t, reg, name)
+	if m == nil {
+		t.Fatalf("no metric %s", name)
+	}
+	if g := m.GetGauge(); g != nil {
+		return g.GetValue()
+	}
+	return m.GetCounter().GetValue()
 }
 
 func histogramCount(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return metricNamed(t, reg, name).GetHistogram().GetSampleCount()
 }
