@@ -249,7 +249,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		ObjectDescription:            f.description,
 		FullResyncPeriod:             f.resyncCheckPeriod,
 		ShouldResync:                 f.processor.shouldResync,
-		WatchErrorHandlerWithContext: f.watchErrorHandler,
+		WatchErrorHandlerWithContext: watchErrorHandler(f.watchErrorHandler),
 	})
 	f.started = true
 	controller := f.controller
@@ -279,6 +279,21 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	wg.Wait()
 	if f.metrics != nil {
 		f.metrics.Stopped()
+	}
+}
+
+// watchErrorHandler is the user's handler, or client-go's default except
+// for refused stale lists: the Guard logged those already (at V(2)), and
+// client-go's default would report each at error level while a lagging
+// replica catches up.
+func watchErrorHandler(user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
+	if user != nil {
+		return user
+	}
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		if !errors.Is(err, reflector.ErrStaleList) {
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		}
 	}
 }
 

@@ -472,3 +472,15 @@ func TestTransform(t *testing.T) {
 		t.Fatal("transform was not applied")
 	}
 }
+
+func TestStaleListErrorsAreNotReportedAsFailures(t *testing.T) {
+	var reported []error
+	record := func(_ context.Context, _ *toolscache.Reflector, err error) { reported = append(reported, err) }
+	// client-go's default handler dereferences the Reflector: with nil it
+	// panics unless the stale list is skipped.
+	watchErrorHandler(nil)(context.Background(), nil, &reflector.StaleListError{ListResourceVersion: "1", Floor: "2"})
+	watchErrorHandler(record)(context.Background(), nil, errors.New("boom"))
+	if len(reported) != 1 {
+		t.Fatalf("a user's handler must get every error: %v", reported)
+	}
+}
