@@ -85,7 +85,7 @@ type informerSet[K comparable] struct {
 	shuttingDown bool
 }
 
-func (s *informerSet[K]) getOrMake(key K, make func() *FreshInformer) *FreshInformer {
+func (s *informerSet[K]) getOrMake(key K, build func() *FreshInformer) *FreshInformer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inf, ok := s.informers[key]; ok {
@@ -94,7 +94,7 @@ func (s *informerSet[K]) getOrMake(key K, make func() *FreshInformer) *FreshInfo
 	if s.informers == nil {
 		s.informers, s.started = map[K]*FreshInformer{}, map[K]bool{}
 	}
-	inf := make()
+	inf := build()
 	s.informers[key] = inf
 	return inf
 }

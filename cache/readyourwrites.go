@@ -207,9 +207,10 @@ func (r *ReadYourWrites) pending(owner Owner) (map[schema.GroupResource]freshnes
 	return written, deleted
 }
 
-// settled forgets what EnsureFresh or CheckFresh found fresh, unless a
-// newer write came in meanwhile.
-func (r *ReadYourWrites) settled(owner Owner, written map[schema.GroupResource]freshness.RV, deletes int) {
+// settled forgets what EnsureFresh or CheckFresh found fresh: the writes
+// unless a newer one came in meanwhile, and the deletes it checked (those
+// recorded meanwhile were appended after them and stay).
+func (r *ReadYourWrites) settled(owner Owner, written map[schema.GroupResource]freshness.RV, deleted map[schema.GroupResource][]deletedObject) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.owners[owner.NamespacedName]
@@ -221,8 +222,12 @@ func (r *ReadYourWrites) settled(owner Owner, written map[schema.GroupResource]f
 			delete(w.written, gr)
 		}
 	}
-	if deletes > 0 {
-		clear(w.deleted)
+	for gr, checked := range deleted {
+		if rest := w.deleted[gr][len(checked):]; len(rest) > 0 {
+			w.deleted[gr] = rest
+		} else {
+			delete(w.deleted, gr)
+		}
 	}
 	if len(w.written) == 0 && len(w.deleted) == 0 {
 		delete(r.owners, owner.NamespacedName)
@@ -254,7 +259,7 @@ func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 			}
 		}
 	}
-	r.settled(owner, written, countDeletes(deleted))
+	r.settled(owner, written, deleted)
 	return nil
 }
 
@@ -270,7 +275,7 @@ func (r *ReadYourWrites) EnsureFresh(ctx context.Context, owner Owner) error {
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNoInformer, gr)
 		}
-		if err := inf.tracker.WaitRV(ctx, rv); err != nil {
+		if err := inf.WaitForFreshness(ctx, rv.String()); err != nil { // counted in the wait metrics
 			return fmt.Errorf("%s written on behalf of %s: %w", gr, owner.NamespacedName, err)
 		}
 	}
@@ -283,16 +288,8 @@ func (r *ReadYourWrites) EnsureFresh(ctx context.Context, owner Owner) error {
 			return fmt.Errorf("%s deleted on behalf of %s: %w", gr, owner.NamespacedName, err)
 		}
 	}
-	r.settled(owner, written, countDeletes(deleted))
+	r.settled(owner, written, deleted)
 	return nil
-}
-
-func countDeletes(d map[schema.GroupResource][]deletedObject) int {
-	n := 0
-	for _, objs := range d {
-		n += len(objs)
-	}
-	return n
 }
 
 // holds reports whether the cache still holds the deleted object (same

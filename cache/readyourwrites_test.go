@@ -194,3 +194,20 @@ func TestReadYourWritesConcurrentOwners(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReadYourWritesKeepsDeletesRecordedWhileChecking: a delete recorded
+// between a check and its settling must survive it.
+func TestReadYourWritesKeepsDeletesRecordedWhileChecking(t *testing.T) {
+	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k1")}},
+		WithResource(configMapsResource))
+	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	o := owner("p", "1")
+	ryw.RecordDelete(o, configMapsResource, withUID(cm("already-gone", ""), "g1"))
+	written, deleted := ryw.pending(o) // what a check sees
+	ryw.RecordDelete(o, configMapsResource, withUID(cm("kept", ""), "k1"))
+	ryw.settled(o, written, deleted) // the check found its delete fresh
+	var nf *NotFreshError
+	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || nf.Deleted.Name != "kept" {
+		t.Fatalf("the delete recorded during the check was lost: %v", err)
+	}
+}

@@ -77,19 +77,21 @@ func (w *WrappedInformer) WaitForFreshness(ctx context.Context, rv string) error
 	if err != nil {
 		return err
 	}
-	// The store's own resource version covers bookmarks and lists, which
-	// no handler sees.
-	if stored, err := freshness.ParseRV(w.GetIndexer().LastStoreSyncResourceVersion()); err == nil {
-		w.tracker.Advance(stored)
-	}
+	w.advanceFromStore()
 	return w.tracker.WaitRV(ctx, target)
 }
 
 // LastObservedResourceVersion returns the highest resource version known to
 // be applied; see WrappedInformer for what it can see.
 func (w *WrappedInformer) LastObservedResourceVersion() string {
+	w.advanceFromStore()
+	return w.tracker.Current().String()
+}
+
+// advanceFromStore takes in the store's own resource version, which covers
+// bookmarks and lists: no handler sees those.
+func (w *WrappedInformer) advanceFromStore() {
 	if stored, err := freshness.ParseRV(w.GetIndexer().LastStoreSyncResourceVersion()); err == nil {
 		w.tracker.Advance(stored)
 	}
-	return w.tracker.Current().String()
 }
