@@ -54,12 +54,13 @@ type FreshInformer struct {
 	// blockDeltas serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.
 	blockDeltas  sync.Mutex
-	logger       klog.Logger  // set at start; read under blockDeltas
-	applied      freshness.RV // the highest RV applied; under blockDeltas
-	restoring    bool         // a restore was declared: freshness waits for the relist; under blockDeltas
-	recent       recentRVs    // RVs of recently applied events; under blockDeltas
-	incomparable atomic.Bool  // the last list's RV cannot be ordered
-	probes       prober       // restore verification (restore.go)
+	logger       klog.Logger            // set at start; read under blockDeltas
+	applied      freshness.RV           // the highest RV applied; under blockDeltas
+	restoring    bool                   // a restore was declared: freshness waits for the relist; under blockDeltas
+	recent       recentRVs              // RVs of recently applied events; under blockDeltas
+	incomparable atomic.Bool            // the last list's RV cannot be ordered
+	probes       prober                 // restore verification (restore.go)
+	declare      []reflector.Regression // found while applying; declared once blockDeltas is released
 
 	mu                   sync.Mutex // guards the fields below
 	started, stopped     bool
@@ -330,14 +331,21 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 // InOrderInformersBatchProcess), applied in order under one lock.
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
 	f.blockDeltas.Lock()
-	defer f.blockDeltas.Unlock()
+	var err error
 	for _, d := range deltas {
-		if err := f.apply(d, isInInitialList); err != nil {
+		if err = f.apply(d, isInInitialList); err != nil {
 			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
-			return err
+			break
 		}
 	}
-	return nil
+	declare := f.declare
+	f.declare = nil
+	f.blockDeltas.Unlock()
+	// Outside the lock: the user's callback may call back into the informer.
+	for _, r := range declare {
+		f.guard.DeclareRegression(r)
+	}
+	return err
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
@@ -553,7 +561,7 @@ func (f *FreshInformer) observeList(s string, wentBack int, sample []string) {
 		f.tracker.Reset(rv)
 	case rv.Compare(prev) < 0:
 		if !declared {
-			f.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
+			f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
 			declared = true
 		}
 		f.tracker.Reset(rv)
@@ -561,7 +569,7 @@ func (f *FreshInformer) observeList(s string, wentBack int, sample []string) {
 		f.tracker.Advance(rv)
 	}
 	if wentBack > 0 && !declared {
-		f.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionKeysWentBack, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
+		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionKeysWentBack, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
 	}
 	f.applied = rv
 	f.restoring = false

@@ -136,8 +136,10 @@ type Options struct {
 	// DefaultAcceptRegressionAfter; a negative value accepts the second
 	// older list at once.
 	AcceptRegressionAfter time.Duration
-	// OnRegression, if set, is called (synchronously, on the goroutine
-	// that detected it) for every declared regression.
+	// OnRegression, if set, is called for every declared regression,
+	// synchronously on the goroutine that detected it (the Reflector's, the
+	// informer's processing goroutine, or a probe's): it must be quick and
+	// must not block.
 	OnRegression func(Regression)
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -496,13 +498,15 @@ func (lw *guardedListerWatcher) Watch(options metav1.ListOptions) (watch.Interfa
 // "" while a declared restore waits for its relist or for a consistent
 // initial list; otherwise raised to the floor. It records whether the
 // request is a consistent read.
-func (g *Guard) startRV(options *metav1.ListOptions) {
+func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pendingWatch = nil
 	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""
-		options.ResourceVersionMatch = ""
+		if !watchList { // a watch-list keeps NotOlderThan: with "" it is a consistent read too
+			options.ResourceVersionMatch = ""
+		}
 		g.listConsistent = true
 		return
 	}
@@ -518,7 +522,7 @@ func (g *Guard) startRV(options *metav1.ListOptions) {
 func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	// Only the first page names a resource version; later pages continue it.
 	if options.Continue == "" {
-		lw.guard.startRV(&options)
+		lw.guard.startRV(&options, false)
 	}
 	return lw.inner.ListWithContext(ctx, options)
 }
@@ -528,7 +532,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	g.watches.Add(1)
 	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
 	if watchList {
-		g.startRV(&options)
+		g.startRV(&options, true)
 	} else {
 		g.mu.Lock()
 		force := g.forceRelist
