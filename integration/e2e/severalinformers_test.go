@@ -19,8 +19,8 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/metrics"
 	"github.com/freshinformer/freshinformer/integration/testenv"
+	"github.com/freshinformer/freshinformer/metrics"
 )
 
 // TestSeveralInformersOfOneResource: two namespaced informers of
