@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -21,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 func terminating(c *corev1.ConfigMap) *corev1.ConfigMap {
@@ -265,3 +269,59 @@ func TestReadYourWritesConcurrentSettles(t *testing.T) {
 		t.Fatalf("after both settles: %+v", p.deleted)
 	}
 }
+
+// An informer over client-go's plain fake (no resource versions) is quiet
+// and predictable: no error-level log, and WaitForFreshness fails at once
+// with ErrIncomparable.
+func TestInformerOverPlainFakeIsQuiet(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+	f := NewSharedInformerFactory(client, 0)
+	inf, err := f.FreshInformerFor(&corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var errorsLogged []string
+	logger := logr.New(&errorSink{record: func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		errorsLogged = append(errorsLogged, msg)
+	}})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer func() { cancel(); f.Shutdown() }()
+	f.StartWithContext(ctx)
+	if err := f.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
+		t.Fatal(err)
+	}
+	// client-go's fake lists at a per-resource counter but writes objects
+	// without resource versions: the first such event makes the informer
+	// plain, for good.
+	if _, err := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ok, _ := inf.GetIndexer().GetByKey("ns/d"); !ok && time.Now().Before(deadline); _, ok, _ = inf.GetIndexer().GetByKey("ns/d") {
+		time.Sleep(time.Millisecond)
+	}
+	if err := inf.WaitForFreshness(ctx, "1"); !errors.Is(err, freshness.ErrIncomparable) {
+		t.Fatalf("WaitForFreshness over a fake without resource versions: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errorsLogged) > 0 {
+		t.Fatalf("errors logged: %q", errorsLogged)
+	}
+}
+
+// errorSink records error-level log entries only.
+type errorSink struct {
+	logr.LogSink
+	record func(string)
+}
+
+func (s *errorSink) Init(logr.RuntimeInfo)               {}
+func (s *errorSink) Enabled(int) bool                    { return true }
+func (s *errorSink) Info(int, string, ...any)            {}
+func (s *errorSink) Error(_ error, msg string, _ ...any) { s.record(msg) }
+func (s *errorSink) WithValues(...any) logr.LogSink      { return s }
+func (s *errorSink) WithName(string) logr.LogSink        { return s }

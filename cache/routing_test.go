@@ -190,3 +190,23 @@ func TestFactoryOneCallAndDeterministicLookups(t *testing.T) {
 		t.Fatalf("error prints the resource as a GVR: %v", err)
 	}
 }
+
+// The factory takes the caller's scheme and RESTMapper for types its
+// clientset does not serve, and so does ReadYourWrites over it.
+func TestFactoryWithScheme(t *testing.T) {
+	s := runtime.NewScheme()
+	s.AddKnownTypeWithName(widgetGVK, &widget{})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(widgetGVK, meta.RESTScopeNamespace)
+	f := NewSharedInformerFactory(fake.NewClientset(), 0, WithInformerOptions(WithScheme(s, mapper)))
+	gr, err := f.ResourceFor(&widget{})
+	if err != nil || gr != (schema.GroupResource{Group: "example.com", Resource: "widgets"}) {
+		t.Fatalf("ResourceFor(widget) = %v, %v", gr, err)
+	}
+	if gr, err := f.ResourceFor(&corev1.Secret{}); err != nil || gr != (schema.GroupResource{Resource: "secrets"}) {
+		t.Fatalf("ResourceFor(secret) = %v, %v", gr, err)
+	}
+	if _, err := NewSharedInformerFactory(fake.NewClientset(), 0).ResourceFor(&widget{}); !errors.Is(err, ErrUnknownResource) {
+		t.Fatalf("without the scheme: %v", err)
+	}
+}
