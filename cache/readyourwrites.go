@@ -539,7 +539,7 @@ func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 		if err := usable(inf); err != nil {
 			return err
 		}
-		if rv, ok := p.written[inf]; ok && !inf.tracker.Reached(rv) {
+		if rv, ok := p.written[inf]; ok && !inf.reached(rv) {
 			return &NotFreshError{Owner: owner, Resource: inf.resource, Scope: inf.selector, Written: rv.String(), Observed: inf.LastObservedResourceVersion()}
 		}
 		for _, d := range p.deleted[inf] {
