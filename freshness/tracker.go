@@ -48,8 +48,8 @@ type waitTarget struct {
 	reached chan struct{} // closed once the target is released
 	err     error         // why it was released: nil when reached
 	waiters int
-	funcs   []*afterFunc  // AfterFunc callbacks, run once released
-	index   int           // position in targets, -1 once released
+	funcs   []*afterFunc // AfterFunc callbacks, run once released
+	index   int          // position in targets, -1 once released
 }
 
 // Current returns the highest RV applied so far, or the zero RV.
