@@ -2,10 +2,7 @@ package cache
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
-
-	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // WhenFresh arranges for f to be called once every cache owner wrote to
@@ -13,8 +10,8 @@ import (
 // what was recorded is then settled, as CheckFresh does), or once one of
 // them cannot catch up, with an error: one matching freshness.ErrStopped
 // when its informer stopped, freshness.ErrIncomparable when its stream
-// cannot be ordered, ErrNoInformer when no informer caches a resource
-// written.
+// cannot be ordered, ErrNoInformer when an informer written to was never
+// started.
 //
 // Nothing polls and nothing is started per call: f is registered on the
 // informers' trackers and runs on the goroutine that applies the event or
@@ -26,34 +23,30 @@ import (
 // or is running. It removes every registration, so a caller that gives up
 // leaves nothing behind. stop is safe to call more than once and from f.
 //
-// A delete recorded without a resource version is fresh once the cache no
-// longer holds the object; WhenFresh checks it again after each step of
-// that informer while the object is held.
+// A delete is fresh once the cache no longer holds the object (by UID) or
+// holds it terminating at or past the delete's resource version; while it
+// does not, WhenFresh looks again after each step of that informer.
 func (r *ReadYourWrites) WhenFresh(owner Owner, f func(error)) (stop func() bool) {
-	written, deleted := r.pending(owner)
+	p := r.pending(owner)
 	n := &freshNotice{f: f, remaining: 1, // one for the setup below
-		settle: func() { r.settled(owner, written, deleted) }}
-	for gr, rv := range written {
-		inf, ok := r.source.FreshInformerForResource(gr)
-		if !ok {
-			n.done(fmt.Errorf("%w: %s", ErrNoInformer, gr))
-			break
-		}
-		slot := n.add()
-		n.keep(slot, inf.tracker.AfterFuncCancelable(rv, func(err error) {
-			if err != nil {
-				err = fmt.Errorf("%s written on behalf of %s: %w", gr, owner.NamespacedName, err)
-			}
+		settle: func() { r.settled(owner, p) }}
+	for _, inf := range p.informers() {
+		if err := usable(inf); err != nil {
 			n.done(err)
-		}))
-	}
-	for gr, objs := range deleted {
-		inf, ok := r.source.FreshInformerForResource(gr)
-		if !ok {
-			n.done(fmt.Errorf("%w: %s", ErrNoInformer, gr))
 			break
 		}
-		inf.whenGone(objs, n, n.add())
+		if rv, ok := p.written[inf]; ok {
+			slot := n.add()
+			n.keep(slot, inf.tracker.AfterFuncCancelable(rv, func(err error) {
+				if err != nil {
+					err = fmt.Errorf("%s: write on behalf of %s: %w", inf.describe(), owner, err)
+				}
+				n.done(err)
+			}))
+		}
+		for _, d := range p.deleted[inf] {
+			inf.whenGone(d, owner, n, n.add())
+		}
 	}
 	n.done(nil) // the setup's share
 	return n.stop
@@ -138,39 +131,27 @@ func (n *freshNotice) stop() bool {
 	return true
 }
 
-// whenGone settles slot of n once the cache holds none of objs, checking
-// again after each step of the tracker while one is held.
-func (f *FreshInformer) whenGone(objs []deletedObject, n *freshNotice, slot int) {
+// whenGone settles slot of n once the cache shows the delete d (see
+// waitDeleted): at the delete's resource version if the cache is behind
+// it, then after each next step of the informer while the object is held.
+func (f *FreshInformer) whenGone(d deletedObject, owner Owner, n *freshNotice, slot int) {
 	var check func(error)
 	check = func(err error) {
 		if err != nil {
-			n.done(err)
+			n.done(fmt.Errorf("%s: delete of %s on behalf of %s: %w", f.describe(), d.key, owner, err))
 			return
 		}
-		held := false
-		for _, d := range objs {
-			held = held || f.holds(d)
-		}
-		if !held {
+		// The position before the look: a delete applied after it wakes us.
+		cur := f.tracker.Current()
+		if !f.holdsAlive(d) {
 			n.done(nil)
 			return
 		}
-		next, err := nextRV(f.tracker.Current())
-		if err != nil {
-			n.done(err)
-			return
+		target := d.rv
+		if target.Compare(cur) <= 0 {
+			target = nextRV(cur)
 		}
-		n.keep(slot, f.tracker.AfterFuncCancelable(next, check))
+		n.keep(slot, f.tracker.AfterFuncCancelable(target, check))
 	}
 	check(nil)
-}
-
-// nextRV returns the resource version right after rv: any step of the
-// tracker reaches it.
-func nextRV(rv freshness.RV) (freshness.RV, error) {
-	u, ok := rv.Uint64()
-	if !ok && !rv.IsZero() {
-		return freshness.RV{}, fmt.Errorf("%w: cannot step past %q", freshness.ErrIncomparable, rv)
-	}
-	return freshness.ParseRV(strconv.FormatUint(u+1, 10))
 }

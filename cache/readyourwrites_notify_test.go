@@ -68,7 +68,10 @@ func TestWhenFreshWrites(t *testing.T) {
 	if cached(inf, "child") != "30" {
 		t.Fatal("notified before the write was in the cache")
 	}
-	if _, deleted := ryw.pending(o); len(ryw.owners) != 0 || deleted != nil {
+	ryw.mu.Lock()
+	left := len(ryw.owners)
+	ryw.mu.Unlock()
+	if left != 0 {
 		t.Fatal("what was found fresh was not settled")
 	}
 }
@@ -145,10 +148,14 @@ func TestWhenFreshDeletes(t *testing.T) {
 	}
 }
 
-func TestWhenFreshNoInformer(t *testing.T) {
-	ryw := NewReadYourWrites(InformerMap{}, 0)
+func TestWhenFreshInformerNeverStarted(t *testing.T) {
+	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, WithResource(configMapsResource))
+	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
-	ryw.RecordDelete(o, configMapsResource, withUID(cm("x", ""), "x1"))
+	if err := ryw.Record(o, configMapsResource, cm("x", "20")); err != nil {
+		t.Fatal(err)
+	}
 	f, ch := notified()
 	ryw.WhenFresh(o, f)
 	if err := expectNotified(t, ch); !errors.Is(err, ErrNoInformer) {

@@ -23,7 +23,10 @@ func (r *countingRecorder) Record(cache.Owner, schema.GroupResource, metav1.Obje
 	r.n++
 	return nil
 }
-func (r *countingRecorder) RecordDelete(cache.Owner, schema.GroupResource, metav1.Object) { r.n++ }
+func (r *countingRecorder) RecordDelete(cache.Owner, schema.GroupResource, metav1.Object) error {
+	r.n++
+	return nil
+}
 
 func encode(b *testing.B, mediaType string, obj runtime.Object) []byte {
 	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)

@@ -45,7 +45,7 @@ type Recorder interface {
 	Record(owner cache.Owner, gr schema.GroupResource, written metav1.Object) error
 	// RecordDelete notes a deleted object (from the DELETE response: the
 	// object, or only its name and UID when the server returned a Status).
-	RecordDelete(owner cache.Owner, gr schema.GroupResource, deleted metav1.Object)
+	RecordDelete(owner cache.Owner, gr schema.GroupResource, deleted metav1.Object) error
 }
 
 var _ Recorder = (*cache.ReadYourWrites)(nil)
@@ -196,11 +196,11 @@ func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cac
 		if name == "" {
 			name = t.name
 		}
-		rt.rec.RecordDelete(owner, t.resource, &metav1.ObjectMeta{Namespace: t.namespace, Name: name, UID: types.UID(d.uid)})
+		return rt.rec.RecordDelete(owner, t.resource, &metav1.ObjectMeta{Namespace: t.namespace, Name: name, UID: types.UID(d.uid)})
 	case d.status: // an eviction, a binding: nothing the response can tell
 	case d.meta.ResourceVersion == "": // not persisted (a review, a token request)
-	case req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK: // gone
-		rt.rec.RecordDelete(owner, t.resource, &d.meta)
+	case req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK: // gone, at the deletion's resource version
+		return rt.rec.RecordDelete(owner, t.resource, &d.meta)
 	default: // written; a 202 delete left it in place, marked for deletion
 		return rt.rec.Record(owner, t.resource, &d.meta)
 	}

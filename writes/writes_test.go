@@ -58,8 +58,9 @@ func (r *fakeRecorder) Record(owner cache.Owner, gr schema.GroupResource, o meta
 	return r.err
 }
 
-func (r *fakeRecorder) RecordDelete(owner cache.Owner, gr schema.GroupResource, o metav1.Object) {
+func (r *fakeRecorder) RecordDelete(owner cache.Owner, gr schema.GroupResource, o metav1.Object) error {
 	r.add(true, owner, gr, o)
+	return r.err
 }
 
 func (r *fakeRecorder) take() []call {

@@ -148,28 +148,11 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target, workers in
 	if err != nil {
 		return err
 	}
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
-	c := &controller{
-		client:    recording,
-		lister:    factory.Core().V1().ConfigMaps().Lister(),
-		queue:     queue,
-		ryw:       ryw,
-		rq:        requeue.New(queue, ryw, requeue.WithMetrics(requeueMetrics)),
-		mode:      mode,
-		lastWrite: map[types.NamespacedName]time.Time{},
-	}
-	defer c.rq.ShutDown()
-	enqueueParent := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels["role"] == "parent" {
-			c.queue.Add(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
-		}
-	}
-	if _, err := factory.Core().V1().ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueueParent,
-		UpdateFunc: func(_, obj any) { enqueueParent(obj) },
-	}); err != nil {
+	c, err := newController(recording, factory, ryw, mode, requeue.WithMetrics(requeueMetrics))
+	if err != nil {
 		return err
 	}
+	defer c.rq.ShutDown()
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	factory.Start(informerCtx.Done())
 	defer func() { stopInformers(); factory.Shutdown() }()
@@ -231,6 +214,34 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target, workers in
 	return nil
 }
 
+// newController wires the controller to the factory's ConfigMap informer.
+// client is the one it writes with (made from a config wrapped by
+// writes.WrapConfig, so its writes are recorded on ryw).
+func newController(client kubernetes.Interface, factory *cache.SharedInformerFactory, ryw *cache.ReadYourWrites, mode string, opts ...requeue.Option) (*controller, error) {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
+	c := &controller{
+		client:    client,
+		lister:    factory.Core().V1().ConfigMaps().Lister(),
+		queue:     queue,
+		ryw:       ryw,
+		rq:        requeue.New(queue, ryw, opts...),
+		mode:      mode,
+		lastWrite: map[types.NamespacedName]time.Time{},
+	}
+	enqueueParent := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels["role"] == "parent" {
+			c.queue.Add(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
+		}
+	}
+	if _, err := factory.Core().V1().ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueParent,
+		UpdateFunc: func(_, obj any) { enqueueParent(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // next processes one work item; false when the queue is shut down.
 func (c *controller) next(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
@@ -266,7 +277,7 @@ func (c *controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	c.reconciles.Add(1)
 	parent, err := c.lister.ConfigMaps(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.ryw.Forget(key)
+		c.ryw.Forget(cache.Owner{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: key})
 		return nil
 	}
 	if err != nil {

@@ -43,9 +43,9 @@ func (c *countingRecorder) Record(o cache.Owner, gr schema.GroupResource, obj me
 	return c.ryw.Record(o, gr, obj)
 }
 
-func (c *countingRecorder) RecordDelete(o cache.Owner, gr schema.GroupResource, obj metav1.Object) {
+func (c *countingRecorder) RecordDelete(o cache.Owner, gr schema.GroupResource, obj metav1.Object) error {
 	c.deletes.Add(1)
-	c.ryw.RecordDelete(o, gr, obj)
+	return c.ryw.RecordDelete(o, gr, obj)
 }
 
 // TestWritesTransportRecordsEveryClient writes through the typed clientset
