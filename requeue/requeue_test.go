@@ -24,8 +24,7 @@ type fakeFreshness struct {
 }
 
 type notice struct {
-	f       func(error)
-	stopped bool
+	f func(error)
 }
 
 func newFakeFreshness() *fakeFreshness {

@@ -285,9 +285,7 @@ func TestRequeueWhenFreshRealServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := factory.Core().V1().ConfigMaps().Informer().(interface {
-			WaitForFreshness(context.Context, string) error
-		}).WaitForFreshness(ctx, p.ResourceVersion); err != nil {
+		if err := factory.FreshInformersForResource(schema.GroupResource{Resource: "configmaps"})[0].WaitForFreshness(ctx, p.ResourceVersion); err != nil {
 			t.Fatal(err)
 		}
 		queue.Add(types.NamespacedName{Namespace: ns, Name: p.Name})
