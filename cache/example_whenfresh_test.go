@@ -40,7 +40,7 @@ func ExampleReadYourWrites_WhenFresh() {
 
 	fresh := make(chan error, 1)
 	stop := ryw.WhenFresh(owner, func(err error) { fresh <- err }) // quick, never blocks
-	defer stop()                                                    // calls it off if we give up first
+	defer stop()                                                   // calls it off if we give up first
 	fmt.Println("fresh:", <-fresh)
 	cached, _ := lister.ConfigMaps("ns").Get("child")
 	fmt.Println("cached at the write's version:", cached.ResourceVersion == child.ResourceVersion)
