@@ -19,6 +19,15 @@
 // Record or RecordDelete. Everything else (reads, lists, watches, failed
 // writes, dry runs, requests without an owner) passes through untouched.
 // The response body stays fully readable by the client, byte for byte.
+//
+// What it cannot see: client-go's fake clientsets do not go through HTTP
+// (in unit tests on fakes, record with ReadYourWrites.Record or Wrote);
+// a scale subresource answers with a Scale, whose metadata carries the
+// object's name and resource version but not its labels, so an informer
+// filtered by labels reports it as not watched (cache.ErrNotWatched); CBOR
+// responses are reported as ErrUnsupportedContentType. Writes that could
+// not be recorded go to the error handler (WithErrorHandler; by default a
+// log line at verbosity 4 for writes no informer watches, 2 otherwise).
 package writes
 
 import (
