@@ -352,9 +352,26 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		}
 		return nil
 	case toolscache.Deleted:
+		f.unstamped(d.Object)
 		return f.delete(d.Object)
 	default: // Added, Updated; Sync and Replaced come only from non-atomic queues
+		f.unstamped(d.Object)
 		return f.upsert(d.Object, isInInitialList)
+	}
+}
+
+// unstamped switches the informer to plain mode for an event whose object
+// has no resource version at all (the Guard let it through for that
+// reason): such a stream comes from no API server but from a fake
+// clientset, and nothing about it can be called fresh. The next comparable
+// list ends plain mode.
+func (f *FreshInformer) unstamped(obj any) {
+	if _, tombstone := obj.(toolscache.DeletedFinalStateUnknown); tombstone || f.incomparable.Load() {
+		return
+	}
+	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() == "" {
+		_, perr := freshness.ParseRV("")
+		f.markIncomparable(perr)
 	}
 }
 

@@ -294,14 +294,18 @@ func TestInformerOverPlainFakeIsQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// client-go's fake lists at a per-resource counter but writes objects
-	// without resource versions: the first such event makes the informer
-	// plain, for good.
+	// without resource versions: such an event is applied (not dropped as
+	// a malformed one would be) and makes the informer plain until the
+	// next comparable list.
 	if _, err := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, ok, _ := inf.GetIndexer().GetByKey("ns/d"); !ok && time.Now().Before(deadline); _, ok, _ = inf.GetIndexer().GetByKey("ns/d") {
 		time.Sleep(time.Millisecond)
+	}
+	if _, ok, _ := inf.GetIndexer().GetByKey("ns/d"); !ok {
+		t.Fatal("an object created on the fake without a resource version never reached the cache")
 	}
 	if err := inf.WaitForFreshness(ctx, "1"); !errors.Is(err, freshness.ErrIncomparable) {
 		t.Fatalf("WaitForFreshness over a fake without resource versions: %v", err)

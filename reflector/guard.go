@@ -414,11 +414,22 @@ func Plausible(rv, floor freshness.RV) bool {
 // admitEvent decides whether a watch event or bookmark at rv may enter the
 // queue, and raises the delivered floor when it does. While the stream is
 // comparable, a malformed or implausible rv is counted and skipped: one bad
-// value neither switches the guard off nor poisons the floor.
+// value neither switches the guard off nor poisons the floor. An event with
+// no resource version at all is not from an API server: it switches the
+// guard to plain until the next comparable list.
 func (g *Guard) admitEvent(rvs string, what string) bool {
 	rv, err := freshness.ParseRV(rvs)
 	g.mu.Lock()
 	if g.plain || !g.admittedAny {
+		g.mu.Unlock()
+		return true
+	}
+	if rvs == "" && what == "event" {
+		// No API server sends an object without a resource version
+		// (client-go's fake clientsets do): the stream as a whole is not
+		// comparable, so stand aside until the next comparable list
+		// rather than drop its objects.
+		g.plain = true
 		g.mu.Unlock()
 		return true
 	}
