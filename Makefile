@@ -14,6 +14,7 @@ help: ## List the targets.
 test: promtool ## go vet, then every unit test (with fuzz seed corpora) under -race.
 	$(GO) vet $(PKGS)
 	FRESHINFORMER_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 $(PKGS)
+	cd freshctrl && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
 	@command -v promtool >/dev/null 2>&1 || { \

@@ -75,30 +75,31 @@ func (r *Requeuer) Start(ctx context.Context, queue workqueue.TypedRateLimitingI
 
 // WhenFresh schedules req for when the cache reaches what err (a
 // *NotFreshError from a FailIfNotFresh read) says it lacks, and returns the
-// result the reconciler should return with a nil error. ok is false when
-// err is not a *NotFreshError: the reconciler handles err itself. A delete
-// not yet seen has no resource version to wait for: the request is
-// re-queued with the controller's rate limiter instead; so is every
-// request before the Requeuer has started.
+// result the reconciler should return with a nil error. For a delete not
+// yet seen, the Requeuer asks the server once for its current resource
+// version (one limit=1 list per informer and round, however many requests
+// wait) and waits for that. ok is false when err is not a *NotFreshError
+// or the Requeuer is not running: the reconciler returns err itself.
 func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile.Result, ok bool) {
 	var nf *NotFreshError
-	if !errors.As(err, &nf) {
+	if !errors.As(err, &nf) || nf.informer == nil {
 		return reconcile.Result{}, false
 	}
 	target, perr := freshness.ParseRV(nf.Target)
-	if nf.informer == nil || perr != nil || target.IsZero() {
-		return reconcile.Result{Requeue: true}, true //nolint:staticcheck // no resource version to wait for
+	if perr != nil && !nf.Deleted {
+		return reconcile.Result{}, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.queue == nil || r.ctx.Err() != nil {
-		return reconcile.Result{Requeue: true}, true //nolint:staticcheck // not running
+		return reconcile.Result{}, false
 	}
 	w := r.waiters[nf.informer]
 	if w == nil {
 		w = &informerWaiter{inf: nf.informer}
 		r.waiters[nf.informer] = w
 	}
+	// A delete has no target yet: the zero RV sorts first and means "probe".
 	lowest := w.pending.Len() == 0 || target.Compare(w.pending[0].rv) < 0
 	heap.Push(&w.pending, pendingRequest{rv: target, req: req})
 	switch {
@@ -143,6 +144,11 @@ func (r *Requeuer) run(w *informerWaiter) {
 			return
 		}
 		target := w.pending[0].rv
+		if target.IsZero() {
+			r.mu.Unlock()
+			r.probe(w)
+			continue
+		}
 		ctx, cancel := context.WithCancel(r.ctx)
 		w.cancel = cancel
 		r.mu.Unlock()
@@ -168,6 +174,29 @@ func (r *Requeuer) run(w *informerWaiter) {
 		// Otherwise the wait was cancelled for a lower target, or the
 		// Requeuer is stopping: loop.
 		r.mu.Unlock()
+	}
+}
+
+// probe gives the pending deletes of w the server's current resource
+// version as their target (it is past the deletes), or, if the server
+// cannot be asked, hands them back to the controller's rate limiter.
+func (r *Requeuer) probe(w *informerWaiter) {
+	s, err := w.inf.ProbeResourceVersion(r.ctx)
+	rv, perr := freshness.ParseRV(s)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var deletes []pendingRequest
+	for w.pending.Len() > 0 && w.pending[0].rv.IsZero() {
+		deletes = append(deletes, heap.Pop(&w.pending).(pendingRequest))
+	}
+	for _, d := range deletes {
+		if err != nil || perr != nil || rv.IsZero() {
+			if r.ctx.Err() == nil {
+				r.queue.AddRateLimited(d.req)
+			}
+			continue
+		}
+		heap.Push(&w.pending, pendingRequest{rv: rv, req: d.req})
 	}
 }
 

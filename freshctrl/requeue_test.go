@@ -81,3 +81,54 @@ func TestRequeuerRequeuesWhenFresh(t *testing.T) {
 		return !r.waiters[inf.si.Informer].running
 	})
 }
+
+// TestRequeuerDelete: a request waiting for a delete is re-queued once the
+// cache is past the server's resource version after the delete (one probe
+// for all such requests), not by a guessed backoff.
+func TestRequeuerDelete(t *testing.T) {
+	obj := cm("a", "x", "", nil)
+	c0 := fake.NewClientBuilder().WithObjects(obj.DeepCopy()).Build()
+	var seeded corev1.ConfigMap
+	if err := c0.Get(context.Background(), client.ObjectKeyFromObject(obj), &seeded); err != nil {
+		t.Fatal(err)
+	}
+	inf := startInformer(t, Scope{Namespace: "a"}, seeded.ResourceVersion, seeded)
+	c := newTestClient(t, 0, []*testInformer{inf}, obj)
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer queue.ShutDown()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := NewRequeuer()
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "parent"}}
+	if _, ok := r.WhenFresh(req, &NotFreshError{informer: inf.si.Informer, Target: "5"}); ok {
+		t.Fatal("WhenFresh took a request before Start")
+	}
+	if err := r.Start(ctx, queue); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); r.wg.Wait() }()
+
+	if err := c.Delete(context.Background(), seeded.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	inf.lw.setRV("3000") // the server is past the delete
+	err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), &corev1.ConfigMap{}, FailIfNotFresh)
+	if res, ok := r.WhenFresh(req, err); !ok || res != (reconcile.Result{}) {
+		t.Fatalf("WhenFresh(%v) = %+v, %v", err, res, ok)
+	}
+	eventually(t, "the probe's target to be set", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		w := r.waiters[inf.si.Informer]
+		return w.pending.Len() == 1 && w.pending[0].rv.String() == "3000"
+	})
+	if queue.Len() != 0 {
+		t.Fatal("queued before the cache saw the delete")
+	}
+	gone := seeded.DeepCopy()
+	gone.ResourceVersion = "3000"
+	inf.lw.w.Delete(gone)
+	if got, _ := queue.Get(); got != req {
+		t.Fatalf("queued %v, want %v", got, req)
+	}
+	queue.Done(req)
+}
