@@ -43,7 +43,7 @@ func (f *DynamicSharedInformerFactory) ForResource(gvr schema.GroupVersionResour
 
 // FreshInformerFor returns the informer for gvr as a *FreshInformer.
 func (f *DynamicSharedInformerFactory) FreshInformerFor(gvr schema.GroupVersionResource) *FreshInformer {
-	return f.set.getOrMake(gvr, func() *FreshInformer {
+	return f.set.getOrMake(gvr, func() toolscache.SharedIndexInformer {
 		client, ns, tweak := f.client, f.opts.namespace, f.opts.tweakListOptions
 		options := func(o metav1.ListOptions) metav1.ListOptions {
 			if tweak != nil {
@@ -63,8 +63,9 @@ func (f *DynamicSharedInformerFactory) FreshInformerFor(gvr schema.GroupVersionR
 		if d, ok := f.opts.customResync[reflect.TypeFor[*unstructured.Unstructured]()]; ok {
 			resync = d
 		}
-		return f.opts.newInformer(lw, &unstructured.Unstructured{}, gvr.GroupResource(), resync)
-	})
+		return f.opts.newInformer(lw, &unstructured.Unstructured{}, gvr.GroupResource(), resync,
+			SelectorOf(ns, tweak), toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	}).(*FreshInformer)
 }
 
 // Start starts every informer made so far that is not running yet.
@@ -92,12 +93,31 @@ func (f *DynamicSharedInformerFactory) WaitForFreshness(ctx context.Context, gvr
 // WaitForFreshnessAll waits, under ctx's one deadline, until every listed
 // resource's informer has applied its resource version.
 func (f *DynamicSharedInformerFactory) WaitForFreshnessAll(ctx context.Context, rvs ...ResourceVersion) error {
-	started := f.set.startedInformers()
-	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) *FreshInformer { return started[gvr] })
+	return waitAll(ctx, rvs, f.set.startedFresh)
 }
 
-// FreshInformerForResource returns the factory's informer for gr, if one
-// was made. It makes DynamicSharedInformerFactory an InformerSource.
+// FreshInformerForResource returns the factory's first informer for gr
+// (the one made first, if several versions of gr have one).
 func (f *DynamicSharedInformerFactory) FreshInformerForResource(gr schema.GroupResource) (*FreshInformer, bool) {
-	return f.set.find(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+	infs := f.FreshInformersForResource(gr)
+	if len(infs) == 0 {
+		return nil, false
+	}
+	return infs[0], true
+}
+
+// FreshInformersForResource returns the factory's informers of gr (one per
+// version asked for), in the order they were made. It makes
+// DynamicSharedInformerFactory an InformerSource for ReadYourWrites.
+func (f *DynamicSharedInformerFactory) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	return f.set.fresh(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+}
+
+// ResourceFor names an unstructured object's resource from its apiVersion
+// and kind: through the RESTMapper given with WithScheme if any, else as
+// the kind's lower-case plural (client-go's guess). It makes DynamicSharedInformerFactory a ResourceResolver for
+// ReadYourWrites.Wrote.
+func (f *DynamicSharedInformerFactory) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	gvr, err := f.opts.mapper().resourceFor(obj)
+	return gvr.GroupResource(), err
 }

@@ -1,5 +1,7 @@
 package cache
 
+//go:generate go run ./internal/gengroups -o factory_groups.go
+
 import (
 	"context"
 	"errors"
@@ -67,6 +69,16 @@ func WithInformerOptions(opts ...Option) FactoryOption {
 	return func(o *factoryOptions) { o.informerOptions = append(o.informerOptions, opts...) }
 }
 
+// mapper returns the scheme and RESTMapper given with
+// WithInformerOptions(WithScheme(...)).
+func (o *factoryOptions) mapper() resourceMapper {
+	var io Options
+	for _, opt := range o.informerOptions {
+		opt(&io)
+	}
+	return io.resourceMapper
+}
+
 func newFactoryOptions(opts []FactoryOption) factoryOptions {
 	o := factoryOptions{customResync: map[reflect.Type]time.Duration{}}
 	for _, opt := range opts {
@@ -75,27 +87,31 @@ func newFactoryOptions(opts []FactoryOption) factoryOptions {
 	return o
 }
 
-// informerSet is what both factories share: the informers by key, which are
-// started, and the goroutines running them.
+// informerSet is what both factories share: the informers by key, in the
+// order they were made, which are started, and the goroutines running them.
+// Entries are FreshInformers, except the plain informers of types a typed
+// factory's clientset does not serve.
 type informerSet[K comparable] struct {
 	mu           sync.Mutex
-	informers    map[K]*FreshInformer
+	informers    map[K]toolscache.SharedIndexInformer
+	order        []K // creation order: lookups by resource are deterministic
 	started      map[K]bool
 	wg           sync.WaitGroup
 	shuttingDown bool
 }
 
-func (s *informerSet[K]) getOrMake(key K, build func() *FreshInformer) *FreshInformer {
+func (s *informerSet[K]) getOrMake(key K, build func() toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inf, ok := s.informers[key]; ok {
 		return inf
 	}
 	if s.informers == nil {
-		s.informers, s.started = map[K]*FreshInformer{}, map[K]bool{}
+		s.informers, s.started = map[K]toolscache.SharedIndexInformer{}, map[K]bool{}
 	}
 	inf := build()
 	s.informers[key] = inf
+	s.order = append(s.order, key)
 	return inf
 }
 
@@ -105,8 +121,9 @@ func (s *informerSet[K]) start(ctx context.Context) {
 	if s.shuttingDown {
 		return
 	}
-	for key, inf := range s.informers {
+	for _, key := range s.order {
 		if !s.started[key] {
+			inf := s.informers[key]
 			s.wg.Go(func() { inf.RunWithContext(ctx) })
 			s.started[key] = true
 		}
@@ -121,14 +138,25 @@ func (s *informerSet[K]) shutdown() {
 }
 
 // startedInformers returns the informers that have been started.
-func (s *informerSet[K]) startedInformers() map[K]*FreshInformer {
+func (s *informerSet[K]) startedInformers() map[K]toolscache.SharedIndexInformer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[K]*FreshInformer, len(s.started))
+	out := make(map[K]toolscache.SharedIndexInformer, len(s.started))
 	for key := range s.started {
 		out[key] = s.informers[key]
 	}
 	return out
+}
+
+// startedFresh returns the started informer of key if it is a FreshInformer.
+func (s *informerSet[K]) startedFresh(key K) *FreshInformer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started[key] {
+		return nil
+	}
+	f, _ := s.informers[key].(*FreshInformer)
+	return f
 }
 
 func (s *informerSet[K]) waitForCacheSync(ctx context.Context) (map[K]bool, error) {
@@ -147,6 +175,20 @@ func (s *informerSet[K]) waitForCacheSync(ctx context.Context) (map[K]bool, erro
 		}
 	}
 	return synced, err
+}
+
+// fresh returns the set's FreshInformers that match accepts, in creation
+// order.
+func (s *informerSet[K]) fresh(match func(*FreshInformer) bool) []*FreshInformer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*FreshInformer
+	for _, key := range s.order {
+		if f, ok := s.informers[key].(*FreshInformer); ok && match(f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // SharedInformerFactory is a drop-in for client-go's
@@ -176,43 +218,93 @@ func NewSharedInformerFactoryWithOptions(client kubernetes.Interface, defaultRes
 }
 
 // InformerFor returns the factory's informer for obj's type, making it if
-// needed. newFunc, which client-go's typed accessors pass, would build a
-// plain informer: the factory builds a FreshInformer over the same typed
-// client instead. Only for a type the clientset cannot list (a type of
-// another clientset) does it fall back to newFunc, wrapped with Wrap and
-// logged, since that informer's queue is out of reach.
+// needed, as client-go's factory does: the first call for a type decides.
+//
+// For a type the clientset serves, the informer is a *FreshInformer over
+// the typed client with what newFunc would have built: its namespace, its
+// list options (label and field selectors) and its indexers, as
+// kube-scheduler's pod informer with a byNode indexer and a field selector
+// needs. (The factory learns them by running newFunc's informer once against
+// a client that answers nothing; see scope_capture.go.)
+//
+// For a type the clientset does not serve, it is newFunc's own informer,
+// plain: registered, started by Start, waited for by WaitForCacheSync and
+// reused, but without freshness.
 func (f *SharedInformerFactory) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
-	res, err := resolveTyped(f.client, obj, schema.GroupVersionResource{})
-	if err != nil {
-		return f.foreign(obj, newFunc, err)
-	}
-	return f.informerFor(res)
-}
-
-func (f *SharedInformerFactory) informerFor(res *typedResource) *FreshInformer {
-	return f.set.getOrMake(reflect.PointerTo(res.object), func() *FreshInformer {
-		resync, ok := f.opts.customResync[reflect.PointerTo(res.object)]
-		if !ok {
-			resync = f.defaultResync
+	key := reflect.TypeOf(obj)
+	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
+		res, err := resolveTyped(f.client, obj, schema.GroupVersionResource{})
+		if err != nil {
+			klog.Background().V(2).Info("FreshInformer factory cannot list this type through its clientset; registering newFunc's plain informer", "type", typeName(obj), "reason", err.Error())
+			inf := newFunc(f.client, f.resync(key))
+			if f.opts.transform != nil {
+				_ = inf.SetTransform(f.opts.transform) // not started: cannot fail
+			}
+			return inf
 		}
-		return f.opts.newInformer(res.listerWatcher(f.client, f.opts.namespace, f.opts.tweakListOptions), res.newObject(), res.gvr.GroupResource(), resync)
+		scope := f.defaultScope(res)
+		if newFunc != nil {
+			if captured, ok := captureScope(newFunc, f.resync(key)); ok {
+				scope = captured
+				if !res.namespaced {
+					scope.namespace = ""
+				}
+			}
+		}
+		return f.newTyped(res, scope)
 	})
 }
 
+// informerScope is what one informer lists and how it indexes.
+type informerScope struct {
+	namespace string
+	tweak     func(*metav1.ListOptions)
+	indexers  toolscache.Indexers
+}
+
+// defaultScope is the factory's: its namespace (none for cluster-scoped
+// resources), its list options, a namespace index.
+func (f *SharedInformerFactory) defaultScope(res *typedResource) informerScope {
+	s := informerScope{namespace: f.opts.namespace, tweak: f.opts.tweakListOptions,
+		indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}}
+	if !res.namespaced {
+		s.namespace = ""
+	}
+	return s
+}
+
+func (f *SharedInformerFactory) resync(key reflect.Type) time.Duration {
+	if d, ok := f.opts.customResync[key]; ok {
+		return d
+	}
+	return f.defaultResync
+}
+
+// informerFor returns the FreshInformer of res with the factory's scope.
+func (f *SharedInformerFactory) informerFor(res *typedResource) (*FreshInformer, error) {
+	inf := f.set.getOrMake(reflect.PointerTo(res.object), func() toolscache.SharedIndexInformer {
+		return f.newTyped(res, f.defaultScope(res))
+	})
+	fi, ok := inf.(*FreshInformer)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotFreshInformer, resourceString(res.gvr.GroupResource()))
+	}
+	return fi, nil
+}
+
+func (f *SharedInformerFactory) newTyped(res *typedResource, scope informerScope) *FreshInformer {
+	lw := res.listerWatcher(f.client, scope.namespace, scope.tweak)
+	return f.opts.newInformer(lw, res.newObject(), res.gvr.GroupResource(), f.resync(reflect.PointerTo(res.object)), SelectorOf(scope.namespace, scope.tweak), scope.indexers)
+}
+
 // newInformer makes one of a factory's informers.
-func (o *factoryOptions) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, gr schema.GroupResource, resync time.Duration) *FreshInformer {
-	opts := append([]Option{WithResource(gr), WithSelector(SelectorOf(o.namespace, o.tweakListOptions))}, o.informerOptions...)
-	inf := NewSharedIndexInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}, opts...)
+func (o *factoryOptions) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, gr schema.GroupResource, resync time.Duration, sel Selector, indexers toolscache.Indexers) *FreshInformer {
+	opts := append([]Option{WithResource(gr), WithSelector(sel)}, o.informerOptions...)
+	inf := NewSharedIndexInformer(lw, obj, resync, indexers, opts...)
 	if o.transform != nil {
 		_ = inf.SetTransform(o.transform) // not started: cannot fail
 	}
 	return inf
-}
-
-// foreign handles a type the clientset does not serve.
-func (f *SharedInformerFactory) foreign(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc, cause error) toolscache.SharedIndexInformer {
-	klog.Background().Error(cause, "FreshInformer factory cannot list this type through its clientset; using a plain informer", "type", fmt.Sprintf("%T", obj))
-	return newFunc(f.client, f.defaultResync)
 }
 
 // FreshInformerFor returns the factory's informer for obj's type (making
@@ -222,7 +314,7 @@ func (f *SharedInformerFactory) FreshInformerFor(obj runtime.Object) (*FreshInfo
 	if err != nil {
 		return nil, err
 	}
-	return f.informerFor(res), nil
+	return f.informerFor(res)
 }
 
 // ForResource returns a generic informer for gvr, a FreshInformer like the
@@ -230,13 +322,17 @@ func (f *SharedInformerFactory) FreshInformerFor(obj runtime.Object) (*FreshInfo
 func (f *SharedInformerFactory) ForResource(gvr schema.GroupVersionResource) (informers.GenericInformer, error) {
 	res, err := resolveTyped(f.client, nil, gvr)
 	if err != nil {
-		return nil, fmt.Errorf("no informer for resource %s: %w", gvr, err)
+		return nil, fmt.Errorf("no informer for resource %s: %w", resourceString(gvr.GroupResource()), err)
 	}
-	return genericInformer{informer: f.informerFor(res), resource: gvr.GroupResource()}, nil
+	inf, err := f.informerFor(res)
+	if err != nil {
+		return nil, err
+	}
+	return genericInformer{informer: inf, resource: gvr.GroupResource()}, nil
 }
 
 type genericInformer struct {
-	informer *FreshInformer
+	informer toolscache.SharedIndexInformer
 	resource schema.GroupResource
 }
 
@@ -288,13 +384,12 @@ type ResourceVersion struct {
 // WaitForFreshnessAll waits, under ctx's one deadline, until every listed
 // resource's informer has applied its resource version.
 func (f *SharedInformerFactory) WaitForFreshnessAll(ctx context.Context, rvs ...ResourceVersion) error {
-	started := f.set.startedInformers()
 	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) *FreshInformer {
 		res, err := resolveTyped(f.client, nil, gvr)
 		if err != nil {
 			return nil
 		}
-		return started[reflect.PointerTo(res.object)]
+		return f.set.startedFresh(reflect.PointerTo(res.object))
 	})
 }
 
@@ -304,58 +399,44 @@ func waitAll(ctx context.Context, rvs []ResourceVersion, informerOf func(schema.
 	for _, rv := range rvs {
 		inf := informerOf(rv.Resource)
 		if inf == nil {
-			return fmt.Errorf("%w: %s", ErrNoInformer, rv.Resource)
+			return fmt.Errorf("%w: %s", ErrNoInformer, resourceString(rv.Resource.GroupResource()))
 		}
 		if err := inf.WaitForFreshness(ctx, rv.ResourceVersion); err != nil {
-			return fmt.Errorf("%s: %w", rv.Resource.GroupResource(), err)
+			return fmt.Errorf("%s: %w", resourceString(rv.Resource.GroupResource()), err)
 		}
 	}
 	return nil
 }
 
-// AsFreshInformer returns the FreshInformer inside inf: inf itself, or the
-// informer wrapped by client-go's typed informers (client-go's generated
-// accessors, factory.Core().V1().Pods().Informer(), wrap what the factory
-// hands them in a type-safe view that embeds it).
+// AsFreshInformer is FreshInformerOf, kept for existing callers.
 func AsFreshInformer(inf toolscache.SharedInformer) (*FreshInformer, bool) {
-	for range 4 { // wrappers do not nest deeply
-		if f, ok := inf.(*FreshInformer); ok {
-			return f, true
-		}
-		v := reflect.ValueOf(inf)
-		if v.Kind() == reflect.Pointer {
-			v = v.Elem()
-		}
-		if v.Kind() != reflect.Struct {
-			return nil, false
-		}
-		inner, ok := v.Type().FieldByName("SharedIndexInformer")
-		if !ok || !inner.Anonymous {
-			return nil, false
-		}
-		inf, ok = v.FieldByIndex(inner.Index).Interface().(toolscache.SharedInformer)
-		if !ok {
-			return nil, false
-		}
-	}
-	return nil, false
+	return FreshInformerOf(inf)
 }
 
-// FreshInformerForResource returns the factory's informer for gr, if one
-// was made (any version). It makes SharedInformerFactory an InformerSource
-// for ReadYourWrites.
+// FreshInformerForResource returns the factory's first informer for gr
+// (the one made first, if versions of gr have one each), deterministically.
 func (f *SharedInformerFactory) FreshInformerForResource(gr schema.GroupResource) (*FreshInformer, bool) {
-	return f.set.find(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+	infs := f.FreshInformersForResource(gr)
+	if len(infs) == 0 {
+		return nil, false
+	}
+	return infs[0], true
 }
 
-// find returns an informer of the set that match accepts.
-func (s *informerSet[K]) find(match func(*FreshInformer) bool) (*FreshInformer, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, inf := range s.informers {
-		if match(inf) {
-			return inf, true
-		}
+// FreshInformersForResource returns the factory's informers of gr, in the
+// order they were made. It makes SharedInformerFactory an InformerSource
+// for ReadYourWrites.
+func (f *SharedInformerFactory) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	return f.set.fresh(func(inf *FreshInformer) bool { return inf.Resource() == gr })
+}
+
+// ResourceFor names obj's resource: the clientset's resource of its type,
+// else what the scheme given with WithScheme says. It makes
+// SharedInformerFactory a ResourceResolver for ReadYourWrites.Wrote.
+func (f *SharedInformerFactory) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	if res, err := resolveTyped(f.client, obj, schema.GroupVersionResource{}); err == nil {
+		return res.gvr.GroupResource(), nil
 	}
-	return nil, false
+	gvr, err := f.opts.mapper().resourceFor(obj)
+	return gvr.GroupResource(), err
 }

@@ -14,7 +14,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgofeatures "k8s.io/client-go/features"
-	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -92,7 +91,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		options.ObjectDescription = fmt.Sprintf("%T", exampleObject)
 	}
 	if options.Resource.Empty() {
-		options.Resource = guessResource(exampleObject)
+		options.Resource = exampleResource(exampleObject, options) // resources.go
 	}
 	f := &FreshInformer{
 		lw:                   lw,
@@ -119,22 +118,6 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		f.metrics = options.Metrics.InformerMetrics(f)
 	}
 	return f
-}
-
-// guessResource derives a resource from an example object's kind, as
-// client-go's scheme knows it (or as the object says, for unstructured).
-func guessResource(obj runtime.Object) schema.GroupResource {
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	if gvk.Empty() {
-		if gvks, _, err := scheme.Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
-			gvk = gvks[0]
-		}
-	}
-	if gvk.Empty() {
-		return schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}
-	}
-	plural, _ := meta.UnsafeGuessKindToResource(gvk)
-	return plural.GroupResource()
 }
 
 // Name returns the informer's name (WithName), "" if unnamed.
@@ -497,7 +480,7 @@ func (f *FreshInformer) observeList(s string) {
 // servers), so no freshness can be claimed.
 func (f *FreshInformer) markIncomparable(err error) {
 	if f.incomparable.CompareAndSwap(false, true) {
-		f.logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+		logIncomparable(f.logger, err) // scope.go
 		f.tracker.SetIncomparable(err)
 	}
 }

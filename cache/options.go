@@ -45,6 +45,8 @@ type Options struct {
 	// reports a write the informer cannot see instead of waiting for it.
 	// The factories set it; the zero Selector admits everything.
 	Selector Selector
+
+	resourceMapper resourceMapper // WithScheme
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or

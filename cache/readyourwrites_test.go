@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/freshness"
 )
@@ -86,7 +85,7 @@ func TestReadYourWritesRecreatedOwnerDoesNotWait(t *testing.T) {
 	if err := ryw.Record(owner("q", "1"), configMapsResource, cm("c", "99")); err != nil {
 		t.Fatal(err)
 	}
-	ryw.Forget(owner("q", "1").NamespacedName)
+	ryw.Forget(owner("q", "1"))
 	if err := ryw.CheckFresh(owner("q", "1")); err != nil {
 		t.Fatalf("after Forget: %v", err)
 	}
@@ -109,25 +108,26 @@ func TestReadYourWritesDeletes(t *testing.T) {
 		t.Fatalf("CheckFresh after the delete event: %v", err)
 	}
 
-	// The delete event has not arrived: EnsureFresh asks the server for its
-	// resource version and waits for it.
+	// The delete event has not arrived: EnsureFresh waits for it, without
+	// asking the server for anything.
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("late", ""), "l1"))
-	lw.queueLists(listResponse{rv: "20"})
+	lists := len(lw.listCalls)
 	done := make(chan error, 1)
 	go func() { done <- ryw.EnsureFresh(context.Background(), o) }()
-	for inf.Stats().PendingWaiters == 0 { // probed, now waiting for 20
+	for inf.Stats().PendingWaiters == 0 { // waiting for the next change
 		time.Sleep(time.Millisecond)
 	}
 	w.Delete(withUID(cm("late", "19"), "l1"))
-	w.Action(watch.Bookmark, bookmark("20"))
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if cached(inf, "late") != "" {
 		t.Fatal("EnsureFresh returned with the deleted object cached")
 	}
-	if lw.lastListOptions().Limit != 1 {
-		t.Fatal("the delete's resource version was not probed with a limit=1 list")
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if len(lw.listCalls) != lists {
+		t.Fatal("the delete wait asked the server for its resource version")
 	}
 }
 
@@ -152,7 +152,7 @@ func TestReadYourWritesErrors(t *testing.T) {
 	if err := ryw.Record(o, schema.GroupResource{Resource: "secrets"}, labelled(cm("c", "11"))); !errors.Is(err, ErrNoInformer) {
 		t.Fatalf("resource without informer: %v", err)
 	}
-	if err := ryw.Wrote(o, configMapsResource, nil, errors.New("conflict")); err == nil || err.Error() != "conflict" {
+	if err := ryw.Wrote(o, nil, errors.New("conflict")); err == nil || err.Error() != "conflict" {
 		t.Fatalf("Wrote with a failed write = %v", err)
 	}
 
@@ -203,9 +203,9 @@ func TestReadYourWritesKeepsDeletesRecordedWhileChecking(t *testing.T) {
 	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("already-gone", ""), "g1"))
-	written, deleted := ryw.pending(o) // what a check sees
+	p := ryw.pending(o) // what a check sees
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("kept", ""), "k1"))
-	ryw.settled(o, written, deleted) // the check found its delete fresh
+	ryw.settled(o, p) // the check found its delete fresh
 	var nf *NotFreshError
 	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || nf.Deleted.Name != "kept" {
 		t.Fatalf("the delete recorded during the check was lost: %v", err)

@@ -10,9 +10,26 @@
 // (sigs.k8s.io/controller-runtime/pkg/metrics.Registry) to serve the
 // metrics on the manager's endpoint.
 //
-// Labels are bounded: resource ("group/resource") and the informer's name,
-// never an object or a resource version. Counters and resource versions are
-// read from the informers when scraped, so the per-event path pays nothing.
+// Every series carries the informer's identity, in five labels:
+//
+//   - resource: "group/resource" ("/configmaps", "apps/deployments");
+//   - namespace: the namespace the informer lists, "" for all namespaces
+//     (and for cluster-scoped resources);
+//   - label_selector, field_selector: the informer's selectors as the API
+//     takes them, "" for none;
+//   - name: the informer's name (cache.WithName), "" if unnamed.
+//
+// So two informers of one resource (one per namespace, a filtered and an
+// unfiltered one) never share series. Two informers with the same resource,
+// scope and name in one Provider (two factories alike, say) would: the
+// Provider makes the later one's name unique by appending "#2", "#3", ... in
+// the order they are made (and frees the name when the informer stops), so
+// a scrape never fails with duplicate series. Name informers to keep the
+// series stable across restarts.
+//
+// Label values are bounded by the process's informers, never an object or
+// a resource version. Counters and resource versions are read from the
+// informers when scraped, so the per-event path pays nothing.
 //
 // Resource versions are exported as float64 gauges: exact up to 2^53
 // (about 9e15, far beyond what an etcd revision reaches); larger values are
@@ -24,6 +41,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +56,8 @@ import (
 // Namespace prefixes every metric name.
 const Namespace = "freshinformer"
 
-var labels = []string{"resource", "name"}
+// labels name an informer's identity; see the package documentation.
+var labels = []string{"resource", "namespace", "label_selector", "field_selector", "name"}
 
 // DefaultWaitBuckets cover WaitForFreshness from a fresh cache (0) to the
 // timeouts reconcilers use (seconds).
@@ -73,6 +93,9 @@ type Provider struct {
 
 	mu        sync.Mutex
 	informers map[*cache.FreshInformer]*informerState
+	// identities are the label values in use, joined, so that no two
+	// informers share series.
+	identities map[string]*cache.FreshInformer
 }
 
 var _ cache.MetricsProvider = &Provider{}
@@ -112,7 +135,8 @@ func NewProvider(reg prometheus.Registerer, opts ...func(*Options)) (*Provider, 
 			Help:    "Time from a recorded write's response (RecordWrite) until the cache reached its resource version.",
 			Buckets: o.WriteVisibleBuckets,
 		}, labels),
-		informers: map[*cache.FreshInformer]*informerState{},
+		informers:  map[*cache.FreshInformer]*informerState{},
+		identities: map[string]*cache.FreshInformer{},
 	}
 	for _, c := range []prometheus.Collector{p.waitDuration, p.waits, p.writeVisible, (*scrapeCollector)(p)} {
 		if err := reg.Register(c); err != nil {
@@ -153,10 +177,39 @@ type informerState struct {
 	probedAt        time.Time
 }
 
+// Identity returns the label values (resource, namespace, label_selector,
+// field_selector, name) an informer's series carry in p: its scope and its
+// name, made unique within p. It is "", "" ... for an informer p does not
+// report.
+func (p *Provider) Identity(inf *cache.FreshInformer) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.informers[inf]; ok {
+		return append([]string(nil), s.labels...)
+	}
+	return make([]string, len(labels))
+}
+
+// identity returns inf's label values, claimed in p.identities. p.mu is held.
+func (p *Provider) identity(inf *cache.FreshInformer) []string {
+	gr, sel := inf.Resource(), inf.Selector()
+	lv := []string{gr.Group + "/" + gr.Resource, sel.Namespace, sel.LabelSelector(), sel.FieldSelector(), inf.Name()}
+	name := inf.Name()
+	for n := 2; ; n++ {
+		key := strings.Join(lv, "\x00")
+		if other, taken := p.identities[key]; !taken || other == inf {
+			p.identities[key] = inf
+			return lv
+		}
+		lv[len(lv)-1] = name + "#" + strconv.Itoa(n)
+	}
+}
+
 // InformerMetrics implements cache.MetricsProvider.
 func (p *Provider) InformerMetrics(inf *cache.FreshInformer) cache.InformerMetrics {
-	gr := inf.Resource()
-	lv := []string{gr.Group + "/" + gr.Resource, inf.Name()}
+	p.mu.Lock()
+	lv := p.identity(inf)
+	p.mu.Unlock()
 	s := &informerState{
 		inf:          inf,
 		labels:       lv,
@@ -189,6 +242,7 @@ func (s *informerState) Stopped() {
 	p := s.provider
 	p.mu.Lock()
 	delete(p.informers, s.inf)
+	delete(p.identities, strings.Join(s.labels, "\x00"))
 	p.mu.Unlock()
 	p.waitDuration.DeleteLabelValues(s.labels...)
 	p.writeVisible.DeleteLabelValues(s.labels...)

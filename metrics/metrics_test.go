@@ -95,7 +95,7 @@ func TestInformerMetrics(t *testing.T) {
 	s := newStream("10")
 	inf := cache.NewSharedIndexInformer(s, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithName("demo"))
 	run(t, inf, s)
-	lv := []string{"/configmaps", "demo"}
+	lv := []string{"/configmaps", "", "", "", "demo"}
 	ctx := context.Background()
 
 	if err := inf.WaitForFreshness(ctx, "10"); err != nil {
@@ -120,13 +120,13 @@ func TestInformerMetrics(t *testing.T) {
 	expect := `
 # HELP freshinformer_observed_resource_version Highest resource version the cache has applied (float64: exact up to 2^53).
 # TYPE freshinformer_observed_resource_version gauge
-freshinformer_observed_resource_version{name="demo",resource="/configmaps"} 15
+freshinformer_observed_resource_version{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 15
 # HELP freshinformer_resource_version_lag Newest resource version known from the server (stream, recorded writes, optional probe) minus the observed one.
 # TYPE freshinformer_resource_version_lag gauge
-freshinformer_resource_version_lag{name="demo",resource="/configmaps"} 5
+freshinformer_resource_version_lag{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 5
 # HELP freshinformer_bookmarks_total Watch bookmarks applied.
 # TYPE freshinformer_bookmarks_total counter
-freshinformer_bookmarks_total{name="demo",resource="/configmaps"} 1
+freshinformer_bookmarks_total{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), "freshinformer_observed_resource_version", "freshinformer_resource_version_lag", "freshinformer_bookmarks_total"); err != nil {
 		t.Fatal(err)

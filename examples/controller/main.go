@@ -45,8 +45,6 @@ import (
 	"github.com/freshinformer/freshinformer/metrics"
 )
 
-var configMaps = schema.GroupResource{Resource: "configmaps"}
-
 type controller struct {
 	client         kubernetes.Interface
 	lister         corelisters.ConfigMapLister
@@ -112,22 +110,8 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target int, readYo
 	// The drop-in factory: the same accessors as client-go's.
 	factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace(ns),
 		cache.WithInformerOptions(cache.WithMetrics(provider), cache.WithName("controller")))
-	c := &controller{
-		client:         client,
-		lister:         factory.Core().V1().ConfigMaps().Lister(),
-		queue:          workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()),
-		ryw:            cache.NewReadYourWrites(factory, 10*time.Second),
-		readYourWrites: readYourWrites,
-	}
-	enqueueParent := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels["role"] == "parent" {
-			c.queue.Add(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
-		}
-	}
-	if _, err := factory.Core().V1().ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueueParent,
-		UpdateFunc: func(_, obj any) { enqueueParent(obj) },
-	}); err != nil {
+	c, err := newController(client, factory, readYourWrites)
+	if err != nil {
 		return err
 	}
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
@@ -176,6 +160,29 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target int, readYo
 	return nil
 }
 
+// newController wires the controller to the factory's ConfigMap informer.
+func newController(client kubernetes.Interface, factory *cache.SharedInformerFactory, readYourWrites bool) (*controller, error) {
+	c := &controller{
+		client:         client,
+		lister:         factory.Core().V1().ConfigMaps().Lister(),
+		queue:          workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()),
+		ryw:            cache.NewReadYourWrites(factory, 10*time.Second),
+		readYourWrites: readYourWrites,
+	}
+	enqueueParent := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels["role"] == "parent" {
+			c.queue.Add(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
+		}
+	}
+	if _, err := factory.Core().V1().ConfigMaps().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueParent,
+		UpdateFunc: func(_, obj any) { enqueueParent(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // next processes one work item; false when the queue is shut down.
 func (c *controller) next(ctx context.Context, requeueStyle bool) bool {
 	key, shutdown := c.queue.Get()
@@ -207,7 +214,7 @@ func (c *controller) reconcile(ctx context.Context, key types.NamespacedName, re
 	c.reconciles.Add(1)
 	parent, err := c.lister.ConfigMaps(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.ryw.Forget(key)
+		c.ryw.Forget(cache.Owner{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: key})
 		return nil
 	}
 	if err != nil {
@@ -244,7 +251,7 @@ func (c *controller) reconcile(ctx context.Context, key types.NamespacedName, re
 		child.Data["count"] = strconv.Itoa(count + 1)
 		written, err = c.client.CoreV1().ConfigMaps(key.Namespace).Update(ctx, child, metav1.UpdateOptions{})
 	}
-	if err := c.ryw.Wrote(owner, configMaps, written, err); err != nil {
+	if err := c.ryw.Wrote(owner, written, err); err != nil {
 		return err
 	}
 	c.writes.Add(1)

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 
 	"github.com/freshinformer/freshinformer/cache"
@@ -37,7 +36,6 @@ func TestReadYourWritesThroughFactory(t *testing.T) {
 	}
 	fresh := factory.(*cache.SharedInformerFactory)
 	ryw := cache.NewReadYourWrites(fresh, 30*time.Second)
-	resource := schema.GroupResource{Resource: "configmaps"}
 
 	parent, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -56,7 +54,7 @@ func TestReadYourWritesThroughFactory(t *testing.T) {
 		c := child.DeepCopy()
 		c.Data = map[string]string{"round": strconv.Itoa(i)}
 		written, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{})
-		if err := ryw.Wrote(owner, resource, written, err); err != nil {
+		if err := ryw.Wrote(owner, written, err); err != nil {
 			t.Fatal(err)
 		}
 		child = written

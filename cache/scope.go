@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// Selector returns what the informer lists (WithSelector; the factories
+// set it): its scope, which tells two informers of one resource apart in
+// metrics and routes read-your-writes.
+func (f *FreshInformer) Selector() Selector { return f.selector }
+
+// LabelSelector returns the label selector as the API takes it, "" for
+// everything.
+func (s Selector) LabelSelector() string {
+	if s.Labels == nil || s.Labels.Empty() {
+		return ""
+	}
+	return s.Labels.String()
+}
+
+// FieldSelector returns the field selector as the API takes it, "" for
+// everything.
+func (s Selector) FieldSelector() string {
+	if s.Fields == nil || s.Fields.Empty() {
+		return ""
+	}
+	return s.Fields.String()
+}
+
+// String describes the scope: "all namespaces", "namespace ns, labels
+// app=x", ...
+func (s Selector) String() string {
+	var parts []string
+	if s.Namespace == "" {
+		parts = append(parts, "all namespaces")
+	} else {
+		parts = append(parts, "namespace "+s.Namespace)
+	}
+	if l := s.LabelSelector(); l != "" {
+		parts = append(parts, "labels "+l)
+	}
+	if f := s.FieldSelector(); f != "" {
+		parts = append(parts, "fields "+f)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Admits returns nil if the informer's scope lets it see obj, and an error
+// matching ErrNotWatched, saying why not, otherwise. Cluster-scoped
+// objects (no namespace) are outside no namespace. A field selector on
+// fields other than metadata.name and metadata.namespace cannot be checked
+// here and admits everything.
+func (f *FreshInformer) Admits(obj metav1.Object) error {
+	s := f.selector
+	why := ""
+	switch {
+	case s.Namespace != "" && obj.GetNamespace() != "" && obj.GetNamespace() != s.Namespace:
+		why = "namespace " + s.Namespace
+	case s.Labels != nil && !s.Labels.Matches(labels.Set(obj.GetLabels())):
+		why = "label selector " + s.Labels.String()
+	case s.Fields != nil && onlyMetadataFields(s.Fields) &&
+		!s.Fields.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}):
+		why = "field selector " + s.Fields.String()
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, objectKey(obj), resourceString(f.resource), why)
+}
+
+func onlyMetadataFields(s fields.Selector) bool {
+	for _, r := range s.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return false
+		}
+	}
+	return true
+}
+
+func objectKey(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// describe names the informer in errors: its resource, its scope, and its
+// name if it has one.
+func (f *FreshInformer) describe() string {
+	d := resourceString(f.resource) + " informer (" + f.selector.String()
+	if f.name != "" {
+		d += ", name " + f.name
+	}
+	return d + ")"
+}
+
+// hasStarted reports whether the informer was ever run.
+func (f *FreshInformer) hasStarted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.started
+}
+
+// logIncomparable logs the switch to plain mode. Objects without any
+// resource version come from client-go's fake clientsets, not from a
+// server: that is expected in unit tests, so it is logged at V(2), not as
+// an error (package freshtest makes the fakes stamp resource versions).
+func logIncomparable(logger klog.Logger, err error) {
+	var ie *freshness.IncomparableError
+	if errors.As(err, &ie) && ie.ResourceVersion == "" {
+		logger.V(2).Info("Objects carry no resource version (a fake clientset?); working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+		return
+	}
+	logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+}

@@ -1,0 +1,88 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// errCaptured ends the one request a capture lets through.
+var errCaptured = errors.New("freshinformer: request captured, not sent")
+
+// captureTimeout bounds how long a capture waits for newFunc's informer to
+// make its first request.
+const captureTimeout = 5 * time.Second
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// captureScope learns what an informer built by newFunc lists and how it
+// indexes, without reading client-go's private fields: it builds the
+// informer over a clientset whose transport answers nothing, runs it until
+// its first list or watch request, and reads the namespace and the label
+// and field selectors off that request, and the indexers off the informer.
+// Nothing reaches a server. It reports false if newFunc's informer makes no
+// request in time.
+func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Duration) (informerScope, bool) {
+	captured := make(chan *url.URL, 1)
+	transport := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		select {
+		case captured <- r.URL:
+		default:
+		}
+		return nil, errCaptured
+	})
+	client, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: "http://capture.invalid"}, &http.Client{Transport: transport})
+	if err != nil {
+		return informerScope{}, false
+	}
+	plain := newFunc(client, resync)
+	_ = plain.SetWatchErrorHandlerWithContext(func(context.Context, *toolscache.Reflector, error) {}) // quiet: the error is ours
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); plain.RunWithContext(ctx) }()
+	var u *url.URL
+	select {
+	case u = <-captured:
+	case <-time.After(captureTimeout):
+	}
+	cancel()
+	<-done
+	if u == nil {
+		return informerScope{}, false
+	}
+	q := u.Query()
+	labelSelector, fieldSelector := q.Get("labelSelector"), q.Get("fieldSelector")
+	scope := informerScope{
+		namespace: namespaceOfPath(u.Path),
+		indexers:  plain.GetIndexer().GetIndexers(),
+	}
+	if labelSelector != "" || fieldSelector != "" {
+		scope.tweak = func(o *metav1.ListOptions) {
+			o.LabelSelector, o.FieldSelector = labelSelector, fieldSelector
+		}
+	}
+	return scope, true
+}
+
+// namespaceOfPath returns ns from a collection path
+// /api/v1/namespaces/ns/pods or /apis/g/v/namespaces/ns/r, "" otherwise.
+func namespaceOfPath(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+2 < len(seg); i++ {
+		if seg[i] == "namespaces" {
+			return seg[i+1]
+		}
+	}
+	return ""
+}
