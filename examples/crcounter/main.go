@@ -68,6 +68,7 @@ func main() {
 	parents := flag.Int("parents", 20, "parent objects (spread over the two cached namespaces)")
 	target := flag.Int("target", 50, "count each child up to this")
 	workers := flag.Int("workers", 4, "reconcile workers")
+	rounds := flag.Int("rounds", 1, "run the modes this many times, interleaved, and report the totals")
 	modes := flag.String("modes", "all", "comma-free: all, or one of plain, ryw, fresh, requeue")
 	flag.Parse()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
@@ -83,22 +84,54 @@ func main() {
 		all = []mode{m}
 	}
 	fmt.Printf("| mode | reconciles | conflicts /1000 | stale reads /1000 | reconcile p50 | reconcile p99 | CPU s | wall s | Get after a write outside the selector |\n|---|---|---|---|---|---|---|---|---|\n")
-	for i, m := range all {
-		r, err := run(context.Background(), cfg, m, i, *parents, *target, *workers)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", m, err)
-			os.Exit(1)
+	totals := map[mode]*result{}
+	for round := range *rounds {
+		for i, m := range all {
+			r, err := run(context.Background(), cfg, m, round*len(all)+i, *parents, *target, *workers)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", m, err)
+				os.Exit(1)
+			}
+			if t := totals[m]; t != nil {
+				t.add(r)
+			} else {
+				totals[m] = &r
+			}
 		}
-		fmt.Println(r)
+	}
+	for _, m := range all {
+		fmt.Println(totals[m])
+	}
+}
+
+// add merges another round of the same mode into r.
+func (r *result) add(o result) {
+	r.reconciles += o.reconciles
+	r.conflicts += o.conflicts
+	r.stale += o.stale
+	r.cpu += o.cpu
+	r.wall += o.wall
+	r.latencies = append(r.latencies, o.latencies...)
+	if o.outside != r.outside {
+		r.outside += "; " + o.outside
 	}
 }
 
 type result struct {
 	mode                         mode
 	reconciles, conflicts, stale int64
-	p50, p99                     time.Duration
 	cpu, wall                    time.Duration
 	outside                      string
+	latencies                    []time.Duration
+}
+
+func (r result) percentile(p float64) time.Duration {
+	lat := slices.Clone(r.latencies)
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return 0
+	}
+	return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 }
 
 func errKind(err error) string {
@@ -118,7 +151,7 @@ func (r result) String() string {
 		return strconv.FormatFloat(1000*float64(n)/float64(max(r.reconciles, 1)), 'f', 1, 64)
 	}
 	return fmt.Sprintf("| %s | %d | %s | %s | %v | %v | %.2f | %.1f | %s |", r.mode, r.reconciles, per(r.conflicts), per(r.stale),
-		r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.cpu.Seconds(), r.wall.Seconds(), r.outside)
+		r.percentile(0.50).Round(time.Microsecond), r.percentile(0.99).Round(time.Microsecond), r.cpu.Seconds(), r.wall.Seconds(), r.outside)
 }
 
 type counter struct {
@@ -270,13 +303,6 @@ func run(ctx context.Context, cfg *rest.Config, m mode, idx, parents, target, wo
 	c.mu.Lock()
 	lat := slices.Clone(c.latencies)
 	c.mu.Unlock()
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
-	}
 
 	// A write the cache's selector excludes, then a read of it through the
 	// manager's client, bounded by a 5s context.
@@ -290,7 +316,7 @@ func run(ctx context.Context, cfg *rest.Config, m mode, idx, parents, target, wo
 	ocancel()
 	outsideResult := fmt.Sprintf("%v: %s", time.Since(ostart).Round(time.Millisecond), errKind(oerr))
 	return result{mode: m, reconciles: c.reconciles.Load(), conflicts: c.conflicts.Load(), stale: c.stale.Load(),
-		p50: pct(0.50), p99: pct(0.99), cpu: cpu, wall: wall, outside: outsideResult}, nil
+		latencies: lat, cpu: cpu, wall: wall, outside: outsideResult}, nil
 }
 
 // roles is the cache's ConfigMap selector: parents and children only.
