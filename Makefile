@@ -38,6 +38,7 @@ lint: ## gofmt check, go vet, staticcheck (pinned).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd freshctrl && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # --- real control plane (integration/) -------------------------------------
 # kube-apiserver and etcd are built from Go modules (integration/tools) and
