@@ -48,8 +48,8 @@ type waitTarget struct {
 	reached chan struct{} // closed once the target is released
 	err     error         // why it was released: nil when reached
 	waiters int
-	funcs   []func(error) // AfterFunc callbacks, run once released
-	index   int           // position in targets, -1 once released
+	funcs   []*afterFunc // AfterFunc callbacks, run once released
+	index   int          // position in targets, -1 once released
 }
 
 // Current returns the highest RV applied so far, or the zero RV.
@@ -139,7 +139,7 @@ func (t *Tracker) AfterFunc(rv RV, f func(error)) {
 		err = ErrStopped
 	default:
 		w := t.target(rv)
-		w.funcs = append(w.funcs, f)
+		w.funcs = append(w.funcs, &afterFunc{f: f})
 		t.mu.Unlock()
 		return
 	}
@@ -300,8 +300,8 @@ func (t *Tracker) release(w *waitTarget, err error) {
 	t.pending -= w.waiters
 	w.err = err
 	close(w.reached)
-	for _, f := range w.funcs {
-		t.due = append(t.due, dueFunc{f, err})
+	for _, a := range w.funcs {
+		t.due = append(t.due, dueFunc{a.f, err})
 	}
 	w.funcs = nil
 }

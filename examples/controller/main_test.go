@@ -9,6 +9,9 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshtest"
@@ -16,24 +19,60 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The controller's unit test on a fake clientset, read-your-writes on: the
-// fake (freshtest) stamps resource versions and answers stale updates with
-// 409 Conflict as a server does, so a reconcile that read a stale child
-// would show up as a conflict. With read-your-writes there is none, in
-// both styles.
+// recordFakeWrites records every configmap write the fake clientset
+// answers on behalf of owner: the fake does not go through HTTP, so it
+// stands in for the writes transport of a real client.
+func recordFakeWrites(t *testing.T, fake *k8stesting.Fake, ryw *cache.ReadYourWrites, owner func() cache.Owner) {
+	chain := fake.ReactionChain
+	gr := schema.GroupResource{Resource: "configmaps"}
+	fake.ReactionChain = []k8stesting.Reactor{&k8stesting.SimpleReactor{Verb: "*", Resource: "*",
+		Reaction: func(a k8stesting.Action) (bool, runtime.Object, error) {
+			for _, r := range chain {
+				if !r.Handles(a) {
+					continue
+				}
+				handled, obj, err := r.React(a)
+				if !handled {
+					continue
+				}
+				if cm, ok := obj.(*corev1.ConfigMap); ok && err == nil && (a.GetVerb() == "create" || a.GetVerb() == "update") && cm.Labels["role"] != "parent" {
+					if err := ryw.Record(owner(), gr, cm); err != nil {
+						t.Error(err)
+					}
+				}
+				return handled, obj, err
+			}
+			return false, nil, nil
+		}}}
+}
+
+// The controller's unit test on a fake clientset: the fake (freshtest)
+// stamps resource versions and answers stale updates with 409 Conflict as
+// a server does, so a reconcile that read a stale child would show up as a
+// conflict. With read-your-writes there is none, in each mode.
 func TestControllerOnFakeClientset(t *testing.T) {
-	for _, requeueStyle := range []bool{false, true} {
-		t.Run("requeue="+strconv.FormatBool(requeueStyle), func(t *testing.T) {
+	for _, mode := range []string{"requeue", "ensure", "backoff"} {
+		t.Run(mode, func(t *testing.T) {
 			const target = 30
 			client := freshtest.NewClientset(&corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", Labels: map[string]string{"role": "parent"}},
 				Data:       map[string]string{"target": strconv.Itoa(target)},
 			})
 			factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace("ns"))
-			c, err := newController(client, factory, true)
+			ryw := cache.NewReadYourWrites(factory, 10*time.Second)
+			c, err := newController(client, factory, ryw, mode)
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer c.rq.ShutDown()
+			recordFakeWrites(t, &client.Fake, ryw, func() cache.Owner {
+				p, err := c.lister.ConfigMaps("ns").Get("parent")
+				if err != nil {
+					t.Error(err)
+					return cache.Owner{}
+				}
+				return cache.OwnerOf(p)
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer func() { cancel(); factory.Shutdown() }()
 			factory.Start(ctx.Done())
@@ -43,7 +82,7 @@ func TestControllerOnFakeClientset(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				for c.next(ctx, requeueStyle) {
+				for c.next(ctx) {
 				}
 			}()
 			for {
@@ -63,6 +102,9 @@ func TestControllerOnFakeClientset(t *testing.T) {
 			}
 			if n := c.writes.Load(); n != target+1 {
 				t.Fatalf("%d writes, want %d", n, target+1)
+			}
+			if mode == "requeue" && c.blockedNanos.Load() != 0 {
+				t.Fatal("a worker blocked in requeue mode")
 			}
 		})
 	}
