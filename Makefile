@@ -14,6 +14,7 @@ help: ## List the targets.
 test: promtool ## go vet, then every unit test (with fuzz seed corpora) under -race.
 	$(GO) vet $(PKGS)
 	FRESHINFORMER_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 $(PKGS)
+	cd freshctrl && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
 	@command -v promtool >/dev/null 2>&1 || { \
@@ -37,6 +38,7 @@ lint: ## gofmt check, go vet, staticcheck (pinned).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd freshctrl && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # --- real control plane (integration/) -------------------------------------
 # kube-apiserver and etcd are built from Go modules (integration/tools) and

@@ -1,0 +1,160 @@
+package freshctrl
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// Scope is what one informer lists and watches: a namespace (or all) and
+// the label and field selectors the server applies. freshctrl learns it
+// from the request the informer's ListerWatcher builds (see the package
+// documentation), so it is exactly what the server is asked for.
+type Scope struct {
+	// Namespace is the listed namespace, "" for all namespaces or a
+	// cluster-scoped resource.
+	Namespace string
+	// Labels and Fields are the server-side selectors, nil for none.
+	Labels labels.Selector
+	Fields fields.Selector
+	// Unknown is set when the scope could not be learned (an informer made
+	// over a ListerWatcher that does not reach the HTTP client): such an
+	// informer is assumed to see every object of its resource.
+	Unknown bool
+}
+
+// Admits reports whether an object with this namespace, name and labels is
+// in the scope. Field selectors are evaluated on metadata.name and
+// metadata.namespace; a requirement on any other field counts as met (the
+// wait it causes is bounded by the client's timeout).
+func (s Scope) Admits(namespace, name string, objLabels map[string]string) bool {
+	if s.Unknown {
+		return true
+	}
+	if s.Namespace != "" && namespace != s.Namespace {
+		return false
+	}
+	if s.Labels != nil && !s.Labels.Matches(labels.Set(objLabels)) {
+		return false
+	}
+	if s.Fields != nil && !s.Fields.Empty() {
+		set := map[string]string{"metadata.name": name, "metadata.namespace": namespace}
+		for _, r := range s.Fields.Requirements() {
+			v, ok := set[r.Field]
+			if !ok {
+				continue
+			}
+			switch r.Operator {
+			case selection.Equals, selection.DoubleEquals:
+				if v != r.Value {
+					return false
+				}
+			case selection.NotEquals:
+				if v == r.Value {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// covers reports whether the scope's namespace can hold objects of
+// namespace ns ("" meaning every namespace, as for a cluster-wide List).
+func (s Scope) covers(ns string) bool {
+	return s.Unknown || s.Namespace == "" || ns == "" || s.Namespace == ns
+}
+
+// String names the scope in informer names: "*" for everything, else the
+// namespace and the selectors, e.g. "ns=team-a,labels=app=web".
+func (s Scope) String() string {
+	if s.Unknown {
+		return "unknown"
+	}
+	var parts []string
+	if s.Namespace != "" {
+		parts = append(parts, "ns="+s.Namespace)
+	}
+	if s.Labels != nil && !s.Labels.Empty() {
+		parts = append(parts, "labels="+s.Labels.String())
+	}
+	if s.Fields != nil && !s.Fields.Empty() {
+		parts = append(parts, "fields="+s.Fields.String())
+	}
+	if len(parts) == 0 {
+		return "*"
+	}
+	return strings.Join(parts, ",")
+}
+
+// scopeProbe is carried in a request's context to have probeTransport
+// record the request's URL instead of sending it.
+type scopeProbe struct{ url *url.URL }
+
+type probeKey struct{}
+
+// errProbed ends a probe request inside the process.
+var errProbed = errors.New("freshctrl: scope probe (never sent)")
+
+// probeTransport records, and never sends, requests that carry a
+// scopeProbe; every other request goes to next unchanged.
+type probeTransport struct{ next http.RoundTripper }
+
+func (t *probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if p, ok := req.Context().Value(probeKey{}).(*scopeProbe); ok {
+		u := *req.URL
+		p.url = &u
+		return nil, errProbed
+	}
+	return t.next.RoundTrip(req)
+}
+
+func withProbe(ctx context.Context, p *scopeProbe) context.Context {
+	return context.WithValue(ctx, probeKey{}, p)
+}
+
+// scopeFromURL parses a list or watch URL: /api/v1[/namespaces/NS]/RES or
+// /apis/GROUP/VERSION[/namespaces/NS]/RES, under any path prefix.
+func scopeFromURL(u *url.URL) (Scope, schema.GroupResource, bool) {
+	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+	rest := -1
+	var group string
+	for i, s := range segs {
+		if s == "api" && i+1 < len(segs) {
+			rest = i + 2
+			break
+		}
+		if s == "apis" && i+2 < len(segs) {
+			group, rest = segs[i+1], i+3
+			break
+		}
+	}
+	if rest < 0 || rest >= len(segs) {
+		return Scope{}, schema.GroupResource{}, false
+	}
+	segs = segs[rest:]
+	var s Scope
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		s.Namespace, segs = segs[1], segs[2:]
+	}
+	gr := schema.GroupResource{Group: group, Resource: segs[0]}
+	q := u.Query()
+	if ls := q.Get("labelSelector"); ls != "" {
+		if sel, err := labels.Parse(ls); err == nil {
+			s.Labels = sel
+		}
+	}
+	if fs := q.Get("fieldSelector"); fs != "" {
+		if sel, err := fields.ParseSelector(fs); err == nil {
+			s.Fields = sel
+		}
+	}
+	return s, gr, true
+}
