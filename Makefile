@@ -15,6 +15,7 @@ test: promtool ## go vet, then every unit test (with fuzz seed corpora) under -r
 	$(GO) vet $(PKGS)
 	FRESHINFORMER_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 $(PKGS)
 	cd freshctrl && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd examples/crcounter && $(GO) vet ./...
 
 promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
 	@command -v promtool >/dev/null 2>&1 || { \
