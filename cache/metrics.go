@@ -79,7 +79,7 @@ func (f *FreshInformer) waitObserved(ctx context.Context, rv string) error {
 		return nil
 	}
 	start := time.Now()
-	err = f.tracker.WaitRV(ctx, target)
+	err = f.waitBounded(ctx, target)
 	f.metrics.ObserveWait(outcomeOf(err), time.Since(start))
 	return err
 }
@@ -99,6 +99,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 		f.newestWrite = parsed
 	}
 	f.newestMu.Unlock()
+	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
 		start := time.Now()
 		f.tracker.AfterFunc(parsed, func(err error) {

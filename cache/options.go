@@ -45,6 +45,10 @@ type Options struct {
 	// reports a write the informer cannot see instead of waiting for it.
 	// The factories set it; the zero Selector admits everything.
 	Selector Selector
+	// QuietProbeDelay is how long pending waits see no progress before
+	// the informer probes the server (see WithQuietProbeDelay). Zero:
+	// DefaultQuietProbeDelay; negative: off.
+	QuietProbeDelay time.Duration
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or
