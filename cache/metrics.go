@@ -115,6 +115,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 // resource version: a consistent list with limit=1 through the informer's
 // ListerWatcher (a quorum read: use sparingly).
 func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
+	sent := f.clock.Now()
 	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return "", err
@@ -122,6 +123,9 @@ func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error
 	list, err := meta.ListAccessor(obj)
 	if err != nil {
 		return "", err
+	}
+	if rv, err := freshness.ParseRV(list.GetResourceVersion()); err == nil {
+		f.addStalenessSample(sent, rv) // a consistent read: the server had nothing newer when sent
 	}
 	return list.GetResourceVersion(), nil
 }

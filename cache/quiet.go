@@ -292,6 +292,12 @@ func (f *FreshInformer) probeOnce(ctx context.Context) {
 	if server.Compare(start) <= 0 {
 		return // the cache is at the server's resource version already
 	}
+	if low, ok := f.tracker.LowestWaited(); ok && server.Compare(low) < 0 {
+		// The server has not reached what anyone waits for (a target
+		// from a restored etcd, or a made-up one): proving up to its
+		// resource version would release nobody.
+		return
+	}
 	if noBookmarks {
 		f.requestRelist()
 		return
