@@ -72,6 +72,11 @@ const (
 	// maxProbeDelay caps the delay between probes while waits stay
 	// pending for resource versions the server has not reached.
 	maxProbeDelay = 5 * time.Second
+	// behindProbeDelay is the delay after a probe found the server behind
+	// every pending target: only a server response can name a committed
+	// resource version, so such targets come from a restored etcd or are
+	// made up, and probing for them often would only cost.
+	behindProbeDelay = 30 * time.Second
 	// probeRequestTimeout bounds a probe's list and its watch.
 	probeRequestTimeout = probeWatchTimeoutSeconds*time.Second + 5*time.Second
 	// serverRVReuse is how long a consistent list's resource version
@@ -173,7 +178,7 @@ func (f *FreshInformer) joinWait() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiters++
-	if p.waiters == 1 && !p.stopped && p.timer == nil && !p.running {
+	if !p.stopped && p.timer == nil && !p.running {
 		f.armLocked(f.probeDelay())
 	}
 }
@@ -228,7 +233,7 @@ func (f *FreshInformer) probeDue() {
 
 func (f *FreshInformer) runProbe(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	f.probeOnce(ctx)
+	behind := f.probeOnce(ctx)
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,8 +245,11 @@ func (f *FreshInformer) runProbe(ctx context.Context, done chan struct{}) {
 	// Waits still pending: probe again, backing off while they wait for
 	// resource versions the server has not reached.
 	p.idle++
-	d := f.probeDelay() << min(p.idle, 6)
-	f.armLocked(min(d, maxProbeDelay))
+	d := min(f.probeDelay()<<min(p.idle, 6), maxProbeDelay)
+	if behind {
+		d = behindProbeDelay
+	}
+	f.armLocked(d)
 }
 
 // stopProbes ends probing for good and waits for a running probe to end.
@@ -264,14 +272,15 @@ func (f *FreshInformer) stopProbes() {
 	}
 }
 
-// probeOnce runs one probe (see the package comment above).
-func (f *FreshInformer) probeOnce(ctx context.Context) {
+// probeOnce runs one probe (see the package comment above). It reports
+// whether the server was found behind every pending target.
+func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	if f.incomparable.Load() {
-		return
+		return false
 	}
 	start := f.tracker.Current()
 	if start.IsZero() { // not synced yet: the initial list comes first
-		return
+		return false
 	}
 	gen := f.guard.Stats().Regressions
 	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
@@ -286,21 +295,22 @@ func (f *FreshInformer) probeOnce(ctx context.Context) {
 		var err error
 		if server, err = f.serverResourceVersion(ctx); err != nil {
 			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
-			return
+			return false
 		}
 	}
-	if server.Compare(start) <= 0 {
-		return // the cache is at the server's resource version already
-	}
-	if low, ok := f.tracker.LowestWaited(); ok && server.Compare(low) < 0 {
+	low, waited := f.tracker.LowestWaited()
+	if waited && server.Compare(low) < 0 {
 		// The server has not reached what anyone waits for (a target
 		// from a restored etcd, or a made-up one): proving up to its
 		// resource version would release nobody.
-		return
+		return true
+	}
+	if server.Compare(start) <= 0 {
+		return false // the cache is at the server's resource version already
 	}
 	if noBookmarks {
 		f.requestRelist()
-		return
+		return false
 	}
 	switch f.auxWatch(ctx, start, server, gen) {
 	case auxNoBookmark:
@@ -314,6 +324,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) {
 	case auxExpired:
 		f.requestRelist()
 	}
+	return false
 }
 
 type auxResult int

@@ -451,3 +451,23 @@ func TestStalenessSamplesBounded(t *testing.T) {
 		t.Errorf("Staleness = %v, %v", s, ok)
 	}
 }
+
+// A wait for a resource version the server has not reached is probed once,
+// then only every behindProbeDelay: probing cannot release it.
+func TestProbeBacksOffWhenServerIsBehindTargets(t *testing.T) {
+	lw := newQuietLW(t, "10")
+	inf, _ := startQuiet(t, lw)
+	lw.setServerRV("20")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, "1000"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness = %v, want a timeout", err)
+	}
+	if st := inf.ProbeStats(); st.Probes != 1 || st.Requests != 1 {
+		t.Errorf("ProbeStats = %+v, want one probe of one list (no watch: it could release nobody)", st)
+	}
+	if _, aux, _ := lw.counts(); aux != 0 {
+		t.Errorf("%d auxiliary watches, want none", aux)
+	}
+	waitIdle(t, inf)
+}
