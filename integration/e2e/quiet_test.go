@@ -191,8 +191,8 @@ func TestProbesNeverReturnEarly(t *testing.T) {
 				mu.Unlock()
 			}
 			// Bursts, then quiet spells long enough for probes to prove gaps.
-			if rng.IntN(4) == 0 {
-				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+			if rng.IntN(3) == 0 {
+				time.Sleep(time.Duration(1500+rng.IntN(2000)) * time.Millisecond)
 			}
 		}
 	})
