@@ -46,6 +46,8 @@ type FreshInformer struct {
 	guard       *reflector.Guard
 	processor   *processor
 	metrics     InformerMetrics // nil without WithMetrics
+	quietDelay  time.Duration   // WithQuietProbeDelay
+	quiet       quietProbe      // bounded freshness on quiet resources (quiet.go)
 
 	newestMu    sync.Mutex
 	newestWrite freshness.RV // the newest RecordWrite
@@ -113,6 +115,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		defaultHandlerResync: options.ResyncPeriod,
 		synced:               make(chan struct{}),
 		logger:               klog.Background(),
+		quietDelay:           options.QuietProbeDelay,
 	}
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
@@ -150,7 +153,11 @@ func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 	if f.metrics != nil {
 		return f.waitObserved(ctx, rv)
 	}
-	return f.tracker.Wait(ctx, rv)
+	target, err := freshness.ParseRV(rv)
+	if err != nil {
+		return err
+	}
+	return f.waitBounded(ctx, target)
 }
 
 // LastObservedResourceVersion returns the highest resource version the
@@ -240,7 +247,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	})
 	f.controller = toolscache.New(&toolscache.Config{
 		Queue:                        queue,
-		ListerWatcher:                f.guard.ListerWatcher(f.lw),
+		ListerWatcher:                f.guard.ListerWatcher(f.relistable(f.lw)),
 		Process:                      f.handleDeltas,
 		ProcessBatch:                 f.handleBatch,
 		ObjectType:                   f.objectType,
@@ -274,6 +281,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Unlock()
 	f.probes.stop()
 	f.tracker.Stop()
+	f.stopProbes()
 	close(stopProcessor)
 	wg.Wait()
 	if f.metrics != nil {

@@ -79,7 +79,7 @@ func (f *FreshInformer) waitObserved(ctx context.Context, rv string) error {
 		return nil
 	}
 	start := time.Now()
-	err = f.tracker.WaitRV(ctx, target)
+	err = f.waitBounded(ctx, target)
 	f.metrics.ObserveWait(outcomeOf(err), time.Since(start))
 	return err
 }
@@ -103,6 +103,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	}
 	f.newestMu.Unlock()
 	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
+	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
 		start := time.Now()
 		f.tracker.AfterFunc(parsed, func(err error) {
@@ -118,6 +119,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 // resource version: a consistent list with limit=1 through the informer's
 // ListerWatcher (a quorum read: use sparingly).
 func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
+	sent := f.clock.Now()
 	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return "", err
@@ -125,6 +127,9 @@ func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error
 	list, err := meta.ListAccessor(obj)
 	if err != nil {
 		return "", err
+	}
+	if rv, err := freshness.ParseRV(list.GetResourceVersion()); err == nil {
+		f.addStalenessSample(sent, rv) // a consistent read: the server had nothing newer when sent
 	}
 	return list.GetResourceVersion(), nil
 }

@@ -70,6 +70,10 @@ type Options struct {
 	Selector Selector
 
 	resourceMapper resourceMapper // WithScheme
+	// QuietProbeDelay is how long pending waits see no progress before
+	// the informer probes the server (see WithQuietProbeDelay). Zero:
+	// DefaultQuietProbeDelay; negative: off.
+	QuietProbeDelay time.Duration
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or

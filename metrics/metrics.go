@@ -270,10 +270,11 @@ var (
 	bookmarksDesc    = desc("bookmarks_total", "Watch bookmarks applied.")
 	listsDesc        = desc("lists_total", "Lists (initial list and relists, plain or watch-list) accepted into the cache.")
 	watchesDesc      = desc("watches_total", "Watch requests: the first and every restart.")
+	stalenessDesc    = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressAgeDesc, pendingDesc, outOfOrderDesc, incomparableDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc} {
+	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressAgeDesc, pendingDesc, outOfOrderDesc, incomparableDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc} {
 		ch <- d
 	}
 }
@@ -320,6 +321,9 @@ func (p *Provider) collect(ch chan<- prometheus.Metric, s *informerState, now ti
 		gauge(lagDesc, lag(newest, rv))
 	}
 	gauge(progressAgeDesc, age)
+	if s, ok := inf.Staleness(); ok {
+		gauge(stalenessDesc, s.Seconds())
+	}
 	gauge(pendingDesc, float64(st.PendingWaiters))
 	counter(outOfOrderDesc, st.OutOfOrderRejected)
 	counter(incomparableDesc, st.IncomparableObjects)

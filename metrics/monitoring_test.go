@@ -44,7 +44,7 @@ func exportedNames(t *testing.T) map[string]bool {
 		}
 	}
 	// Series that only appear once an informer has a resource version.
-	for _, n := range []string{"freshinformer_observed_resource_version", "freshinformer_resource_version_lag"} {
+	for _, n := range []string{"freshinformer_observed_resource_version", "freshinformer_resource_version_lag", "freshinformer_staleness_seconds"} {
 		names[n] = true
 	}
 	if len(names) < 15 {

@@ -40,13 +40,13 @@ func (listWatchWithoutWatchList) IsWatchListSemanticsUnSupported() bool { return
 
 // startInformer runs a FreshInformer on resource in namespace until the
 // test ends, and waits for its initial sync.
-func startInformer(t *testing.T, cs kubernetes.Interface, resource string, example runtime.Object, namespace string, path streamPath) *cache.FreshInformer {
+func startInformer(t *testing.T, cs kubernetes.Interface, resource string, example runtime.Object, namespace string, path streamPath, opts ...cache.Option) *cache.FreshInformer {
 	t.Helper()
 	var lw toolscache.ListerWatcher = toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), resource, namespace, fields.Everything())
 	if !path.watchList {
 		lw = listWatchWithoutWatchList{lw.(*toolscache.ListWatch)}
 	}
-	inf := cache.NewSharedIndexInformer(lw, example, 0, toolscache.Indexers{}, cache.WithName(t.Name()))
+	inf := cache.NewSharedIndexInformer(lw, example, 0, toolscache.Indexers{}, append([]cache.Option{cache.WithName(t.Name())}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); inf.RunWithContext(ctx) }()
@@ -176,7 +176,9 @@ func TestBookmarkAdvancesQuietResource(t *testing.T) {
 	cs := testenv.Clientset(t)
 	ns := testenv.Namespace(t)
 	ctx := testenv.Context(t, 150*time.Second)
-	inf := startInformer(t, cs, "configmaps", &corev1.ConfigMap{}, ns, streamPaths[0])
+	// Probing off: this test is about bookmarks alone (quiet_test.go
+	// covers the probe).
+	inf := startInformer(t, cs, "configmaps", &corev1.ConfigMap{}, ns, streamPaths[0], cache.WithQuietProbeDelay(-1))
 	start := inf.LastObservedResourceVersion()
 	// Move the store past the informer's start elsewhere, so its watch has
 	// something to report progress on.

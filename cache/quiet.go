@@ -1,0 +1,528 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// Bounded freshness on quiet resources.
+//
+// An informer's applied resource version moves with its own stream: events
+// and bookmarks. On a resource nothing writes, the next bookmark comes about
+// a minute later, so a wait for a resource version returned by a write to
+// another resource would take that long. When waits have made no progress
+// for the probe delay, the informer proves, with the server, that its stream
+// holds nothing more up to a newer resource version, and moves its applied
+// resource version there:
+//
+//  1. A consistent list with limit=1 through the informer's ListerWatcher
+//     gives the server's current resource version R (a quorum read; on
+//     Kubernetes 1.31+ it also brings the apiserver's watch cache for the
+//     resource up to R).
+//  2. An auxiliary watch through the same ListerWatcher (same namespace and
+//     selectors) from the applied resource version A, with bookmarks and a
+//     3 s timeout: the apiserver sends a bookmark to such a watcher about
+//     2 s before its deadline. A bookmark B after events e1 < ... < ek
+//     proves there is no event in (ek, B] (or in (A, B] without events), and
+//     the events it shows are ones the informer's own stream delivers too.
+//  3. Once the tracker has applied ek (at once if there were no events; an
+//     event received but still queued in the informer's FIFO is waited for),
+//     the tracker advances to B. So the applied resource version only moves
+//     past events that are already in the indexer: guarantee 1 holds.
+//
+// Resources the apiserver serves without a watch cache never get bookmarks.
+// There the proof comes through the informer's own stream instead: its
+// watch is ended and its Reflector relists (one full list, after client-go's
+// relist backoff of 0.8 to 1.6 s), and the list's resource version, at
+// least R, becomes the applied one in stream order.
+//
+// Cost: nothing while no wait is pending (no goroutine, no timer). While
+// waits are pending, one timer per informer; a probe runs only when the
+// stream has not moved for the probe delay, at most one at a time per
+// informer however many callers wait.
+
+// DefaultQuietProbeDelay is how long pending waits must see no progress on
+// the informer's stream before it probes the server. The stream delivers a
+// write within about a millisecond on a healthy apiserver (p99 under 1 ms
+// measured, tens of ms on a loaded machine), so 100 ms of silence while a
+// wait is pending means the stream has nothing for it, while the whole
+// bounded wait stays well inside the 2.5 s target (the auxiliary watch's
+// bookmark takes 1 to 2.25 s).
+const DefaultQuietProbeDelay = 100 * time.Millisecond
+
+const (
+	// probeWatchTimeoutSeconds is the auxiliary watch's timeoutSeconds.
+	// The apiserver schedules the pre-deadline bookmark at deadline-2s and
+	// none at all when that is already past, so 3 is the smallest that
+	// gets one, about a second after the watch starts.
+	probeWatchTimeoutSeconds = 3
+	// maxProbeDelay caps the delay between probes while waits stay
+	// pending for resource versions the server has not reached.
+	maxProbeDelay = 5 * time.Second
+	// behindProbeDelay is the delay after a probe found the server behind
+	// every pending target: only a server response can name a committed
+	// resource version, so such targets come from a restored etcd or are
+	// made up, and probing for them often would only cost.
+	behindProbeDelay = 30 * time.Second
+	// probeRequestTimeout bounds a probe's list and its watch.
+	probeRequestTimeout = probeWatchTimeoutSeconds*time.Second + 5*time.Second
+	// serverRVReuse is how long a consistent list's resource version
+	// (from Sync) stands in for the probe's own list.
+	serverRVReuse = time.Second
+	// maxStalenessSamples bounds the samples kept for Staleness.
+	maxStalenessSamples = 64
+)
+
+// WithQuietProbeDelay sets how long pending waits must see no progress on
+// the informer's stream before the informer probes the server
+// (DefaultQuietProbeDelay when zero). A negative delay turns probing off:
+// waits on quiet resources then last until the next bookmark (about a
+// minute), and Sync is as slow.
+func WithQuietProbeDelay(d time.Duration) Option {
+	return func(o *Options) { o.QuietProbeDelay = d }
+}
+
+// ProbeStats are an informer's freshness-probe counters since it was made.
+type ProbeStats struct {
+	// Probes counts probes started (one per quiet spell with pending
+	// waits, however many callers wait).
+	Probes uint64
+	// Requests counts the requests probes and Sync sent: consistent
+	// limit=1 lists and auxiliary watches.
+	Requests uint64
+	// Advances counts the times a probe moved the applied resource
+	// version forward.
+	Advances uint64
+	// Relists counts relists requested from the informer's Reflector
+	// because the resource gets no bookmarks (no watch cache) or the
+	// auxiliary watch found the applied resource version compacted.
+	Relists uint64
+}
+
+// ProbeStats returns the informer's probe counters.
+func (f *FreshInformer) ProbeStats() ProbeStats {
+	p := &f.quiet
+	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: p.advances.Load(), Relists: p.relists.Load()}
+}
+
+// quietProbe is one informer's probe state. Its mutex guards the fields
+// below it; the tracker's lock is never taken under it except by Current.
+type quietProbe struct {
+	probes, requests, advances, relists atomic.Uint64
+
+	mu          sync.Mutex
+	waiters     int          // waits in their slow path
+	timer       *time.Timer  // armed while waits are pending and no probe runs
+	armedAt     freshness.RV // the applied resource version when armed
+	running     bool
+	cancel      context.CancelFunc // ends the running probe
+	done        chan struct{}      // closed when the running probe has ended
+	stopped     bool
+	idle        int  // consecutive probes after which waits were still pending
+	noBookmarks bool // the resource gets no bookmarks: relist instead
+
+	relistPending bool            // a relist was requested and has not begun
+	watch         watch.Interface // the Reflector's current watch
+
+	serverRV   freshness.RV // the newest consistent list's resource version
+	serverRVAt time.Time    // when that list was sent
+
+	// Staleness samples: at time at, the server had committed nothing
+	// newer than rv. covered is the newest sample time the cache has
+	// reached; samples holds the others, times and resource versions
+	// both increasing.
+	samples    []stalenessSample
+	coveredAt  time.Time
+	hasCovered bool
+}
+
+type stalenessSample struct {
+	at time.Time
+	rv freshness.RV
+}
+
+// probeDelay is the configured delay; <0 means off.
+func (f *FreshInformer) probeDelay() time.Duration {
+	if f.quietDelay == 0 {
+		return DefaultQuietProbeDelay
+	}
+	return f.quietDelay
+}
+
+// waitBounded is WaitForFreshness's wait once rv is parsed: the tracker's
+// wait, with the informer probing the server while it makes no progress.
+func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
+	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
+		return f.tracker.WaitRV(ctx, target)
+	}
+	f.joinWait()
+	defer f.leaveWait()
+	return f.tracker.WaitRV(ctx, target)
+}
+
+func (f *FreshInformer) joinWait() {
+	p := &f.quiet
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiters++
+	if !p.stopped && p.timer == nil && !p.running {
+		f.armLocked(f.probeDelay())
+	}
+}
+
+func (f *FreshInformer) leaveWait() {
+	p := &f.quiet
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiters--
+	if p.waiters > 0 {
+		return
+	}
+	// Idle again: no timer, and the running probe (if any) ends.
+	p.idle = 0
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if p.running {
+		p.cancel()
+	}
+}
+
+// armLocked schedules a probe check after d. p.mu is held.
+func (f *FreshInformer) armLocked(d time.Duration) {
+	p := &f.quiet
+	p.armedAt = f.tracker.Current()
+	p.timer = time.AfterFunc(d, f.probeDue) // real time: probes talk to a real server
+}
+
+// probeDue runs when the timer fires: it probes unless the stream moved
+// meanwhile (the waits are being met by the stream: check again later).
+func (f *FreshInformer) probeDue() {
+	p := &f.quiet
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.timer = nil
+	if p.stopped || p.waiters == 0 || p.running {
+		return
+	}
+	if f.tracker.Current().Compare(p.armedAt) > 0 || p.relistPending {
+		// The stream moved (it is meeting the waits), or a relist is on
+		// its way through it: check again later.
+		f.armLocked(f.probeDelay())
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.running, p.cancel, p.done = true, cancel, make(chan struct{})
+	p.probes.Add(1)
+	go f.runProbe(ctx, p.done)
+}
+
+func (f *FreshInformer) runProbe(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	behind := f.probeOnce(ctx)
+	p := &f.quiet
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running = false
+	p.cancel()
+	if p.stopped || p.waiters == 0 {
+		return
+	}
+	// Waits still pending: probe again, backing off while they wait for
+	// resource versions the server has not reached.
+	p.idle++
+	d := min(f.probeDelay()<<min(p.idle, 6), maxProbeDelay)
+	if behind {
+		d = behindProbeDelay
+	}
+	f.armLocked(d)
+}
+
+// stopProbes ends probing for good and waits for a running probe to end.
+// The informer calls it once it has stopped.
+func (f *FreshInformer) stopProbes() {
+	p := &f.quiet
+	p.mu.Lock()
+	p.stopped = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	done := p.done
+	if p.running {
+		p.cancel()
+	}
+	p.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// probeOnce runs one probe (see the package comment above). It reports
+// whether the server was found behind every pending target.
+func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
+	if f.incomparable.Load() {
+		return false
+	}
+	start := f.tracker.Current()
+	if start.IsZero() { // not synced yet: the initial list comes first
+		return false
+	}
+	gen := f.guard.Stats().Regressions
+	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
+	defer cancel()
+
+	p := &f.quiet
+	p.mu.Lock()
+	server, noBookmarks := p.serverRV, p.noBookmarks
+	fresh := f.clock.Since(p.serverRVAt) < serverRVReuse
+	p.mu.Unlock()
+	if !fresh || server.Compare(start) <= 0 {
+		var err error
+		if server, err = f.serverResourceVersion(ctx); err != nil {
+			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
+			return false
+		}
+	}
+	low, waited := f.tracker.LowestWaited()
+	if waited && server.Compare(low) < 0 {
+		// The server has not reached what anyone waits for (a target
+		// from a restored etcd, or a made-up one): proving up to its
+		// resource version would release nobody.
+		return true
+	}
+	if server.Compare(start) <= 0 {
+		return false // the cache is at the server's resource version already
+	}
+	if noBookmarks {
+		f.requestRelist()
+		return false
+	}
+	switch f.auxWatch(ctx, start, server, gen) {
+	case auxNoBookmark:
+		if f.bookmarks.Load() == 0 { // neither stream has seen one: no watch cache
+			p.mu.Lock()
+			p.noBookmarks = true
+			p.mu.Unlock()
+			f.logger.V(2).Info("Freshness probe: the resource gets no watch bookmarks (served without a watch cache?); probing by relisting from now on")
+			f.requestRelist()
+		}
+	case auxExpired:
+		f.requestRelist()
+	}
+	return false
+}
+
+type auxResult int
+
+const (
+	auxDone       auxResult = iota // proved up to the server's resource version, or events past it
+	auxNoBookmark                  // the watch ended without a bookmark
+	auxExpired                     // the applied resource version is too old to watch from
+	auxFailed                      // anything else: try again later
+)
+
+// auxWatch watches from start until a bookmark at or past server proves
+// that the informer's stream holds nothing more up to it.
+func (f *FreshInformer) auxWatch(ctx context.Context, start, server freshness.RV, gen uint64) auxResult {
+	timeout := int64(probeWatchTimeoutSeconds)
+	f.quiet.requests.Add(1)
+	w, err := toolscache.ToListerWatcherWithContext(f.lw).WatchWithContext(ctx, metav1.ListOptions{
+		ResourceVersion:     start.String(),
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      &timeout,
+	})
+	if err != nil {
+		if isExpired(err) {
+			return auxExpired
+		}
+		f.logger.V(4).Info("Freshness probe: watch failed", "err", err)
+		return auxFailed
+	}
+	defer w.Stop()
+	last := start // the newest event seen: the gap to prove starts there
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return auxFailed
+		case ev, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return auxNoBookmark
+		}
+		if ev.Type == watch.Error {
+			if isExpired(apierrors.FromObject(ev.Object)) {
+				return auxExpired
+			}
+			return auxFailed
+		}
+		rv, err := freshness.ParseRV(objectRV(ev.Object))
+		if err != nil {
+			return auxFailed
+		}
+		if ev.Type != watch.Bookmark {
+			if rv.Compare(last) > 0 {
+				last = rv
+			}
+			if rv.Compare(server) >= 0 { // the informer's own stream delivers it
+				return auxDone
+			}
+			continue
+		}
+		if rv.Compare(last) > 0 {
+			f.proveGap(last, rv, gen)
+		}
+		if rv.Compare(server) >= 0 {
+			return auxDone
+		}
+	}
+}
+
+// proveGap records that the informer's stream holds no event in (lo, hi]:
+// once the tracker has applied lo, it may advance to hi. gen is the guard's
+// regression count when the proof began; a declared regression since then
+// (the server's history changed) voids the proof.
+func (f *FreshInformer) proveGap(lo, hi freshness.RV, gen uint64) {
+	f.tracker.AfterFunc(lo, func(err error) {
+		if err != nil || f.guard.Stats().Regressions != gen {
+			return
+		}
+		if f.tracker.Advance(hi) > 0 {
+			f.quiet.advances.Add(1)
+		}
+	})
+}
+
+// serverResourceVersion reads the server's current resource version with a
+// consistent limit=1 list through the informer's ListerWatcher, and records
+// it as a staleness sample taken when the request was sent.
+func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV, error) {
+	if f.lw == nil {
+		return freshness.RV{}, errors.New("informer has no ListerWatcher")
+	}
+	sent := f.clock.Now()
+	f.quiet.requests.Add(1)
+	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return freshness.RV{}, err
+	}
+	list, err := meta.ListAccessor(obj)
+	if err != nil {
+		return freshness.RV{}, err
+	}
+	rv, err := freshness.ParseRV(list.GetResourceVersion())
+	if err != nil {
+		return freshness.RV{}, fmt.Errorf("the server's list resource version: %w", err)
+	}
+	p := &f.quiet
+	p.mu.Lock()
+	if rv.Compare(p.serverRV) >= 0 {
+		p.serverRV, p.serverRVAt = rv, sent
+	}
+	p.mu.Unlock()
+	f.addStalenessSample(sent, rv)
+	return rv, nil
+}
+
+func isExpired(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+}
+
+func objectRV(obj runtime.Object) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+// requestRelist ends the Reflector's current watch so that it relists: the
+// list's resource version then becomes the applied one in stream order.
+func (f *FreshInformer) requestRelist() {
+	p := &f.quiet
+	p.mu.Lock()
+	p.relistPending = true
+	w := p.watch
+	p.watch = nil
+	p.mu.Unlock()
+	f.quiet.relists.Add(1)
+	if w != nil {
+		w.Stop()
+	}
+}
+
+// relistable wraps the informer's ListerWatcher so that requestRelist can
+// end the Reflector's watch, and the Reflector's next watch then ends at
+// once with 410 Expired, which makes client-go's Reflector relist. Events
+// pass through untouched: the per-event path costs nothing.
+func (f *FreshInformer) relistable(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
+	return &relistLW{inner: toolscache.ToListerWatcherWithContext(lw), outer: lw, p: &f.quiet}
+}
+
+type relistLW struct {
+	inner toolscache.ListerWatcherWithContext
+	outer toolscache.ListerWatcher
+	p     *quietProbe
+}
+
+func (lw *relistLW) List(options metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), options)
+}
+
+func (lw *relistLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), options)
+}
+
+func (lw *relistLW) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	if options.Continue == "" {
+		lw.p.mu.Lock()
+		lw.p.relistPending = false // this is the relist
+		lw.p.mu.Unlock()
+	}
+	return lw.inner.ListWithContext(ctx, options)
+}
+
+func (lw *relistLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
+	lw.p.mu.Lock()
+	expire := lw.p.relistPending && !watchList
+	lw.p.relistPending = false // a watch-list is the relist
+	lw.p.mu.Unlock()
+	if expire {
+		fw := watch.NewFakeWithChanSize(1, false)
+		fw.Error(&metav1.Status{
+			Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
+			Message: "freshinformer: relisting to prove freshness (the resource gets no watch bookmarks)",
+		})
+		return fw, nil
+	}
+	w, err := lw.inner.WatchWithContext(ctx, options)
+	if err == nil {
+		lw.p.mu.Lock()
+		lw.p.watch = w
+		lw.p.mu.Unlock()
+	}
+	return w, err
+}
+
+// IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher
+// says.
+func (lw *relistLW) IsWatchListSemanticsUnSupported() bool {
+	u, ok := lw.outer.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && u.IsWatchListSemanticsUnSupported()
+}
