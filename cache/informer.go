@@ -247,7 +247,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	})
 	f.controller = toolscache.New(&toolscache.Config{
 		Queue:                        queue,
-		ListerWatcher:                f.guard.ListerWatcher(f.relistable(f.lw)),
+		ListerWatcher:                f.guard.ListerWatcher(f.lw),
 		Process:                      f.handleDeltas,
 		ProcessBatch:                 f.handleBatch,
 		ObjectType:                   f.objectType,

@@ -134,9 +134,6 @@ type quietProbe struct {
 	idle        int  // consecutive probes after which waits were still pending
 	noBookmarks bool // the resource gets no bookmarks: relist instead
 
-	relistPending bool            // a relist was requested and has not begun
-	watch         watch.Interface // the Reflector's current watch
-
 	serverRV   freshness.RV // the newest consistent list's resource version
 	serverRVAt time.Time    // when that list was sent
 
@@ -219,7 +216,7 @@ func (f *FreshInformer) probeDue() {
 	if p.stopped || p.waiters == 0 || p.running {
 		return
 	}
-	if f.tracker.Current().Compare(p.armedAt) > 0 || p.relistPending {
+	if f.tracker.Current().Compare(p.armedAt) > 0 || f.guard.RelistPending() {
 		// The stream moved (it is meeting the waits), or a relist is on
 		// its way through it: check again later.
 		f.armLocked(f.probeDelay())
@@ -451,78 +448,9 @@ func objectRV(obj runtime.Object) string {
 	return ""
 }
 
-// requestRelist ends the Reflector's current watch so that it relists: the
-// list's resource version then becomes the applied one in stream order.
+// requestRelist has the Reflector relist (see reflector.Guard.RequestRelist):
+// the list's resource version then becomes the applied one in stream order.
 func (f *FreshInformer) requestRelist() {
-	p := &f.quiet
-	p.mu.Lock()
-	p.relistPending = true
-	w := p.watch
-	p.watch = nil
-	p.mu.Unlock()
 	f.quiet.relists.Add(1)
-	if w != nil {
-		w.Stop()
-	}
-}
-
-// relistable wraps the informer's ListerWatcher so that requestRelist can
-// end the Reflector's watch, and the Reflector's next watch then ends at
-// once with 410 Expired, which makes client-go's Reflector relist. Events
-// pass through untouched: the per-event path costs nothing.
-func (f *FreshInformer) relistable(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
-	return &relistLW{inner: toolscache.ToListerWatcherWithContext(lw), outer: lw, p: &f.quiet}
-}
-
-type relistLW struct {
-	inner toolscache.ListerWatcherWithContext
-	outer toolscache.ListerWatcher
-	p     *quietProbe
-}
-
-func (lw *relistLW) List(options metav1.ListOptions) (runtime.Object, error) {
-	return lw.ListWithContext(context.Background(), options)
-}
-
-func (lw *relistLW) Watch(options metav1.ListOptions) (watch.Interface, error) {
-	return lw.WatchWithContext(context.Background(), options)
-}
-
-func (lw *relistLW) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
-	if options.Continue == "" {
-		lw.p.mu.Lock()
-		lw.p.relistPending = false // this is the relist
-		lw.p.mu.Unlock()
-	}
-	return lw.inner.ListWithContext(ctx, options)
-}
-
-func (lw *relistLW) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
-	lw.p.mu.Lock()
-	expire := lw.p.relistPending && !watchList
-	lw.p.relistPending = false // a watch-list is the relist
-	lw.p.mu.Unlock()
-	if expire {
-		fw := watch.NewFakeWithChanSize(1, false)
-		fw.Error(&metav1.Status{
-			Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
-			Message: "freshinformer: relisting to prove freshness (the resource gets no watch bookmarks)",
-		})
-		return fw, nil
-	}
-	w, err := lw.inner.WatchWithContext(ctx, options)
-	if err == nil {
-		lw.p.mu.Lock()
-		lw.p.watch = w
-		lw.p.mu.Unlock()
-	}
-	return w, err
-}
-
-// IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher
-// says.
-func (lw *relistLW) IsWatchListSemanticsUnSupported() bool {
-	u, ok := lw.outer.(interface{ IsWatchListSemanticsUnSupported() bool })
-	return ok && u.IsWatchListSemanticsUnSupported()
+	f.guard.RequestRelist()
 }

@@ -307,14 +307,30 @@ func (g *Guard) BeginRestore(r Regression) {
 	g.DeclareRegression(r)
 	g.mu.Lock()
 	g.restoring = true
-	g.forceRelist = true
 	g.delivered = freshness.RV{}
+	g.mu.Unlock()
+	g.RequestRelist()
+}
+
+// RequestRelist has the Reflector relist soon: the current watch is
+// stopped, and the Reflector's next plain watch fails with 410 Gone unless
+// a list or watch-list comes first (that is the relist).
+func (g *Guard) RequestRelist() {
+	g.mu.Lock()
+	g.forceRelist = true
 	w := g.currentWatch
 	g.currentWatch = nil
 	g.mu.Unlock()
 	if w != nil {
 		w.Stop()
 	}
+}
+
+// RelistPending reports whether a relist was requested and has not begun.
+func (g *Guard) RelistPending() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.forceRelist
 }
 
 // admitList decides whether a list at rv may replace the cache: nil to
@@ -513,6 +529,7 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pendingWatch = nil
+	g.forceRelist = false // this is the relist
 	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""
 		if !watchList { // a watch-list keeps NotOlderThan: with "" it is a consistent read too
