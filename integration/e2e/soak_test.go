@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/freshinformer/freshinformer/integration/controlplane"
+	"github.com/freshinformer/freshinformer/integration/testenv"
+)
+
+// Environment of TestSoakCluster (`make soak-cluster` sets them).
+const (
+	// EnvSoak is how long the soak runs (a Go duration); unset: skipped.
+	envSoak = "FRESHINFORMER_SOAK"
+	// EnvSoakSeed fixes the fault sequence (default: time-based, logged).
+	envSoakSeed = "FRESHINFORMER_SOAK_SEED"
+	// EnvSoakFaults "safe" leaves out restores without --bump-revision.
+	envSoakFaults = "FRESHINFORMER_SOAK_FAULTS"
+)
+
+// TestSoakCluster injects random faults into its own real control plane for
+// $FRESHINFORMER_SOAK while two writers run: kill -9 of the apiserver,
+// graceful restarts, etcd compactions, and etcd snapshot restores with
+// --bump-revision (with and without --mark-compacted) and without it. At
+// the end the usual checks: no write fresh before the indexer held it
+// (unless a regression was declared since), no key back without a declared
+// regression, exactly one declared regression per restore, and the cache
+// equal to the server.
+func TestSoakCluster(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv(envSoak))
+	if err != nil || d <= 0 {
+		t.Skipf("set %s to a duration (make soak-cluster) to run the soak", envSoak)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(envSoakSeed); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", envSoakSeed, err)
+		}
+	}
+	noBump := os.Getenv(envSoakFaults) != "safe"
+	t.Logf("soak for %v, seed %d (rerun with %s=%d), restores without bump: %v", d, seed, envSoakSeed, seed, noBump)
+	rng := rand.New(rand.NewPCG(seed, 0))
+
+	cp := testenv.NewPlane(t, controlplane.Options{})
+	cs, err := cp.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t, d+5*time.Minute)
+	ns, err := cp.CreateNamespace(ctx, "soak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newFaultRig(t, ctx, cs, ns, rigOptions{listWatch: rng.IntN(2) == 0})
+	const keys = 24
+	r.round(keys)
+	stop := r.runWriters(2, keys, 10*time.Millisecond)
+	defer stop()
+
+	var snap *controlplane.Snapshot
+	restores := 0
+	counts := map[string]int{}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
+		var fault string
+		switch rng.IntN(7) {
+		case 0:
+			fault = "kill-9"
+			if err := cp.KillAPIServer(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(200+rng.IntN(2000)) * time.Millisecond)
+			if err := cp.StartAPIServer(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			fault = "restart"
+			if err := cp.RestartAPIServer(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case 2, 3:
+			fault = "compact"
+			if _, err := cp.CompactEtcd(ctx); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if snap == nil {
+				fault = "snapshot"
+				s, err := cp.SnapshotEtcd(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				snap = &s
+				break
+			}
+			opts := controlplane.RestoreOptions{BumpRevision: 1_000_000, MarkCompacted: rng.IntN(2) == 0}
+			fault = "restore --bump-revision"
+			if opts.MarkCompacted {
+				fault += " --mark-compacted"
+			}
+			if noBump && rng.IntN(3) == 0 {
+				opts, fault = controlplane.RestoreOptions{}, "restore (no bump)"
+			}
+			if err := cp.RestoreEtcd(ctx, *snap, opts); err != nil {
+				t.Fatal(err)
+			}
+			snap = nil
+			restores++
+			// One restore, one declaration: wait for it before the next
+			// fault, so two restores are not seen as one.
+			wait := time.Now().Add(60 * time.Second)
+			for r.regressions() < restores && time.Now().Before(wait) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if r.regressions() < restores {
+				t.Errorf("%s: no regression declared within 60 s", fault)
+			}
+		}
+		counts[fault]++
+		t.Logf("%s: %s (informer at %s)", time.Now().Format("15:04:05.000"), fault, r.inf.LastObservedResourceVersion())
+	}
+	stop()
+	r.round(keys)
+	r.converge(2 * time.Minute)
+	r.verify(restores)
+	t.Logf("faults: %v", counts)
+}
