@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
@@ -42,10 +43,16 @@ func (c *ControlPlane) KillAPIServer() error {
 		return &Error{Component: ComponentAPIServer, Op: "kill", Err: err}
 	}
 	c.apiUp = false
-	// Reap it: envtest's Stop waits for the (already dying) process.
+	// envtest's own goroutine reaps the process; wait for that, so that
+	// its Stop (which clears its state for the next Start) finds the
+	// process gone instead of signalling a finished one.
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
 	err := c.cp.APIServer.Stop()
 	c.children.forget(ComponentAPIServer)
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return &Error{Component: ComponentAPIServer, Op: "reap after kill", Err: err}
 	}
 	return nil
@@ -103,10 +110,11 @@ type RestoreOptions struct {
 	// recommend. Zero restores the snapshot's revision as is: revisions go
 	// back to it, and new writes reuse revisions clients have seen.
 	BumpRevision int64
-	// MarkCompacted is `--mark-compacted` (requires BumpRevision): every
-	// revision before the bumped one counts as compacted, so watches from
-	// resource versions seen before the restore fail with 410 Gone instead
-	// of silently missing events.
+	// MarkCompacted is `--mark-compacted`: every revision before the
+	// bumped one counts as compacted, so watches from resource versions
+	// seen before the restore fail with 410 Gone instead of silently
+	// missing events. etcdutl 3.6 requires it with BumpRevision (and
+	// refuses it without).
 	MarkCompacted bool
 }
 
