@@ -244,6 +244,7 @@ func (c *ControlPlane) StartAPIServerReplica(ctx context.Context) (*Replica, err
 	if err != nil {
 		return nil, &Error{Component: name, Op: "provision admin user", Err: err}
 	}
+	cfg.Host = r.api.SecureServing.URL("https", "/").String()
 	r.cfg = cfg
 	if err := waitReadyConfig(ctx, cfg, name, r.out); err != nil {
 		return nil, err
