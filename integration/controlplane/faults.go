@@ -244,7 +244,9 @@ func (c *ControlPlane) StartAPIServerReplica(ctx context.Context) (*Replica, err
 	if err != nil {
 		return nil, &Error{Component: name, Op: "provision admin user", Err: err}
 	}
+	// As envtest's AuthenticatedUser.Config does for the primary.
 	cfg.Host = r.api.SecureServing.URL("https", "/").String()
+	cfg.CAData = r.api.SecureServing.CA
 	r.cfg = cfg
 	if err := waitReadyConfig(ctx, cfg, name, r.out); err != nil {
 		return nil, err
