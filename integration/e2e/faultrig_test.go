@@ -39,7 +39,9 @@ import (
 //   - convergence: once the faults stop, the cache equals the server's
 //     state (same keys, same resource versions, same content).
 //
-// Each write puts a globally increasing sequence number in data["seq"];
+// Each write is told to the informer with RecordWrite, as read-your-writes
+// does for every write (rigOptions.unrecordedWrites leaves that out), and
+// puts a globally increasing sequence number in data["seq"];
 // each key is written by one goroutine at a time, so a key's seq only grows
 // on the server except across an etcd restore. Content, not only the
 // resource version, is compared: after a restore without --bump-revision
@@ -52,9 +54,10 @@ type faultRig struct {
 
 	seq atomic.Int64
 
-	waiters     sync.WaitGroup
-	ctx         context.Context
-	waitTimeout time.Duration
+	waiters      sync.WaitGroup
+	ctx          context.Context
+	waitTimeout  time.Duration
+	recordWrites bool
 
 	mu       sync.Mutex
 	declared []reflector.Regression
@@ -77,6 +80,10 @@ type rigOptions struct {
 	acceptRegressionAfter time.Duration
 	// waitTimeout bounds each write's WaitForFreshness (default 90 s).
 	waitTimeout time.Duration
+	// unrecordedWrites leaves out FreshInformer.RecordWrite after each
+	// write (which read-your-writes does), so the informer learns of the
+	// writes only from its stream.
+	unrecordedWrites bool
 }
 
 func newFaultRig(t *testing.T, ctx context.Context, writer kubernetes.Interface, ns string, o rigOptions) *faultRig {
@@ -90,7 +97,7 @@ func newFaultRig(t *testing.T, ctx context.Context, writer kubernetes.Interface,
 	if o.waitTimeout == 0 {
 		o.waitTimeout = 90 * time.Second
 	}
-	r := &faultRig{t: t, ns: ns, writer: writer, ctx: ctx}
+	r := &faultRig{t: t, ns: ns, writer: writer, ctx: ctx, recordWrites: !o.unrecordedWrites}
 	var lw toolscache.ListerWatcher = toolscache.NewListWatchFromClient(o.informerClient.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
 	if o.listWatch {
 		lw = listWatchWithoutWatchList{lw.(*toolscache.ListWatch)}
@@ -186,6 +193,14 @@ func (r *faultRig) write(key string) error {
 	r.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if r.recordWrites {
+		// As read-your-writes does for every write: lets the informer
+		// notice a write below what it applied that its stream never
+		// delivered (a server restored without --bump-revision).
+		if err := r.inf.RecordWrite(obj.ResourceVersion); err != nil {
+			r.t.Errorf("RecordWrite(%s): %v", obj.ResourceVersion, err)
+		}
 	}
 	r.waiters.Add(1)
 	go r.check(key, n, obj.ResourceVersion, regsAt)

@@ -23,7 +23,10 @@ const restoreKeys = 12
 //     created after it vanish; once through watch-list, once through a
 //     plain list;
 //   - no bump: revisions go back to the snapshot's, and new writes reuse
-//     resource versions the informer has already seen.
+//     resource versions the informer has already seen. The informer can
+//     tell such a write from an old one only if it is told of the write
+//     (RecordWrite, which read-your-writes calls for every write; the rig
+//     does too): it then probes the server with a consistent read.
 //
 // Each is one event that moves the server back in time: the informer must
 // declare exactly one regression, never report a write fresh before its
