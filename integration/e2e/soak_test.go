@@ -57,8 +57,9 @@ func TestSoakCluster(t *testing.T) {
 	r := newFaultRig(t, ctx, cs, ns, rigOptions{listWatch: rng.IntN(2) == 0})
 	const keys = 24
 	r.round(keys)
-	stop := r.runWriters(2, keys, 10*time.Millisecond)
-	defer stop()
+	const writers, pause = 2, 10 * time.Millisecond
+	stop := r.runWriters(writers, keys, pause)
+	defer func() { stop() }()
 
 	var snap *controlplane.Snapshot
 	restores := 0
@@ -105,19 +106,29 @@ func TestSoakCluster(t *testing.T) {
 			if noBump && rng.IntN(3) == 0 {
 				opts, fault = controlplane.RestoreOptions{}, "restore (no bump)"
 			}
+			// The writers pause across the restore, so the informer sees
+			// the restored (older) state before new writes overwrite it:
+			// every restore then moves keys back and must be declared.
+			stop()
 			if err := cp.RestoreEtcd(ctx, *snap, opts); err != nil {
 				t.Fatal(err)
 			}
 			snap = nil
 			restores++
+			waitDeclared := func(d time.Duration) {
+				for end := time.Now().Add(d); r.regressions() < restores && time.Now().Before(end); {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			// A bumped restore is found by the relist after the 410; one
+			// without bump only once a write comes back below the cache.
+			waitDeclared(20 * time.Second)
+			stop = r.runWriters(writers, keys, pause)
 			// One restore, one declaration: wait for it before the next
 			// fault, so two restores are not seen as one.
-			wait := time.Now().Add(60 * time.Second)
-			for r.regressions() < restores && time.Now().Before(wait) {
-				time.Sleep(100 * time.Millisecond)
-			}
+			waitDeclared(60 * time.Second)
 			if r.regressions() < restores {
-				t.Errorf("%s: no regression declared within 60 s", fault)
+				t.Errorf("%s: no regression declared within 80 s", fault)
 			}
 		}
 		counts[fault]++
