@@ -51,6 +51,7 @@ type faultRig struct {
 	ns     string
 	writer kubernetes.Interface
 	inf    *cache.FreshInformer
+	lw     *holdingLW // set with rigOptions.holdable
 
 	seq atomic.Int64
 
@@ -80,6 +81,8 @@ type rigOptions struct {
 	acceptRegressionAfter time.Duration
 	// waitTimeout bounds each write's WaitForFreshness (default 90 s).
 	waitTimeout time.Duration
+	// holdable makes the informer's watch events holdable (faultRig.lw).
+	holdable bool
 	// unrecordedWrites leaves out FreshInformer.RecordWrite after each
 	// write (which read-your-writes does), so the informer learns of the
 	// writes only from its stream.
@@ -99,7 +102,10 @@ func newFaultRig(t *testing.T, ctx context.Context, writer kubernetes.Interface,
 	}
 	r := &faultRig{t: t, ns: ns, writer: writer, ctx: ctx, recordWrites: !o.unrecordedWrites}
 	var lw toolscache.ListerWatcher = toolscache.NewListWatchFromClient(o.informerClient.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
-	if o.listWatch {
+	if o.holdable {
+		r.lw = &holdingLW{ListWatch: lw.(*toolscache.ListWatch)}
+		lw = r.lw
+	} else if o.listWatch {
 		lw = listWatchWithoutWatchList{lw.(*toolscache.ListWatch)}
 	}
 	r.inf = cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{},
