@@ -69,3 +69,22 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) against $KUBECONFIG, or 
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
 	  integration/bin/withcluster -- $(DEMO_CMD); \
 	fi
+
+# --- faults and scale on the real control plane (integration/) --------------
+SOAK_DURATION ?= 5m
+SOAK_SEED ?=
+SCALE_ARGS ?=
+
+.PHONY: soak soak-cluster scale
+
+soak: soak-cluster ## Every soak: randomized faults for minutes, with the fault tests' checks.
+
+soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restarts, compaction, etcd restores) for SOAK_DURATION (default 5m); SOAK_SEED replays one.
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_SOAK=$(SOAK_DURATION) FRESHINFORMER_SOAK_SEED=$(SOAK_SEED) \
+	  ./hack/with-reaper.sh $(GO) test -race -count=1 -v -run '^TestSoakCluster$$' -timeout 2h ./e2e/
+
+scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, relist, idle waiters (about 10 min); prints a Markdown table.
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  $(GO) build -o bin/scale ./cmd/scale && \
+	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)

@@ -9,7 +9,8 @@ import (
 
 // EnvPIDDir names a directory in which the package records the processes it
 // starts, one file per process named by its PID and holding the binary's
-// path, and its work directories (files named "dir.*" holding the path). integration/hack/reap.sh kills what is still recorded there when
+// path, and its work directories (files named "dir.*" holding the path).
+// integration/hack/with-reaper.sh kills what is still recorded there when
 // the program that started them died without calling Stop (SIGKILL, a
 // crash): envtest runs each binary in its own process group, so nothing
 // else would end them.
@@ -26,19 +27,33 @@ func newChildren() *children {
 	return &children{dir: os.Getenv(EnvPIDDir), pids: map[string]int{}}
 }
 
-// record finds the child process running binary and records it.
+// record finds the child process running binary (one not already recorded
+// under another component: replicas run the same binary) and records it:
+// always in memory (for pid), and in the PID directory when there is one.
 func (c *children) record(component, binary string) {
-	if c.dir == "" {
-		return
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	known := make(map[int]bool, len(c.pids))
+	for comp, pid := range c.pids {
+		if comp != component {
+			known[pid] = true
+		}
 	}
-	pid := findChild(binary)
+	pid := findChild(binary, known)
 	if pid <= 0 {
 		return
 	}
+	c.pids[component] = pid
+	if c.dir != "" {
+		_ = os.WriteFile(filepath.Join(c.dir, strconv.Itoa(pid)), []byte(binary+"\n"), 0o600)
+	}
+}
+
+// pid returns the recorded PID of component, or 0.
+func (c *children) pid(component string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pids[component] = pid
-	_ = os.WriteFile(filepath.Join(c.dir, strconv.Itoa(pid)), []byte(binary+"\n"), 0o600)
+	return c.pids[component]
 }
 
 // recordDir records a work directory to delete if we die without Stop.
@@ -60,13 +75,21 @@ func (c *children) forget(component string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pid, ok := c.pids[component]; ok {
-		_ = os.Remove(filepath.Join(c.dir, strconv.Itoa(pid)))
+		if c.dir != "" {
+			_ = os.Remove(filepath.Join(c.dir, strconv.Itoa(pid)))
+		}
 		delete(c.pids, component)
 	}
 }
 
 func (c *children) forgetAll() {
-	for _, comp := range []string{ComponentAPIServer, ComponentEtcd} {
+	c.mu.Lock()
+	comps := make([]string, 0, len(c.pids))
+	for comp := range c.pids {
+		comps = append(comps, comp)
+	}
+	c.mu.Unlock()
+	for _, comp := range comps {
 		c.forget(comp)
 	}
 }

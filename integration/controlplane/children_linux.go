@@ -8,9 +8,9 @@ import (
 )
 
 // findChild returns the PID of a live child of this process whose
-// executable is binary (newest wins), or 0. envtest does not expose the
-// *exec.Cmd, so /proc is the way to learn the PID.
-func findChild(binary string) int {
+// executable is binary and that is not in skip (newest wins), or 0. envtest
+// does not expose the *exec.Cmd, so /proc is the way to learn the PID.
+func findChild(binary string, skip map[int]bool) int {
 	want, err := filepath.EvalSymlinks(binary)
 	if err != nil {
 		return 0
@@ -23,7 +23,7 @@ func findChild(binary string) int {
 	best := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || skip[pid] {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))

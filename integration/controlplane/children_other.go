@@ -4,4 +4,4 @@ package controlplane
 
 // findChild is only implemented on Linux; elsewhere nothing is recorded and
 // Stop is the only cleanup.
-func findChild(string) int { return 0 }
+func findChild(string, map[int]bool) int { return 0 }

@@ -125,6 +125,8 @@ type ControlPlane struct {
 	mu       sync.Mutex
 	stopped  bool
 	apiUp    bool
+	replicas []*Replica // started by StartAPIServerReplica, stopped by Stop
+	restores int        // etcd data directories made by RestoreEtcd
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -216,22 +218,7 @@ func startOnce(ctx context.Context, opts Options, binDir string) (_ *ControlPlan
 		Out:          c.writer(c.apiOut),
 		Err:          c.writer(c.apiOut),
 	}
-	aa := api.Configure()
-	// Without it the apiserver derives its advertise address from the
-	// host's default route and fails to start on a machine without one.
-	aa.Set("advertise-address", "127.0.0.1")
-	// The "kubernetes" Service endpoints cannot hold a loopback address;
-	// the default reconciler would log an error every 10 s.
-	aa.Set("endpoint-reconciler-type", "none")
-	// On SIGTERM, stop after in-flight short requests drain with a 2 s HTTP
-	// shutdown instead of waiting up to --request-timeout (60 s) for open
-	// watches: keeps StopAPIServer/RestartAPIServer fast. Open watches are
-	// cut, as in a real rolling restart.
-	aa.Set("shutdown-send-retry-after", "true")
-	// One resource without watch cache, so tests can see what etcd itself
-	// does (see UncachedResource).
-	aa.Set("watch-cache-sizes", UncachedResource+"#0")
-	applyArgs(aa, opts.APIServerArgs)
+	configureAPIServer(api.Configure(), opts)
 
 	c.cp = &envtest.ControlPlane{Etcd: etcd, APIServer: api}
 
@@ -265,6 +252,26 @@ func startOnce(ctx context.Context, opts Options, binDir string) (_ *ControlPlan
 	return c, nil
 }
 
+// configureAPIServer sets the kube-apiserver flags of the primary and of
+// every replica (StartAPIServerReplica), so all serve alike.
+func configureAPIServer(aa *envtest.Arguments, opts Options) {
+	// Without it the apiserver derives its advertise address from the
+	// host's default route and fails to start on a machine without one.
+	aa.Set("advertise-address", "127.0.0.1")
+	// The "kubernetes" Service endpoints cannot hold a loopback address;
+	// the default reconciler would log an error every 10 s.
+	aa.Set("endpoint-reconciler-type", "none")
+	// On SIGTERM, stop after in-flight short requests drain with a 2 s HTTP
+	// shutdown instead of waiting up to --request-timeout (60 s) for open
+	// watches: keeps StopAPIServer/RestartAPIServer fast. Open watches are
+	// cut, as in a real rolling restart.
+	aa.Set("shutdown-send-retry-after", "true")
+	// One resource without watch cache, so tests can see what etcd itself
+	// does (see UncachedResource).
+	aa.Set("watch-cache-sizes", UncachedResource+"#0")
+	applyArgs(aa, opts.APIServerArgs)
+}
+
 // processBudget is the time one envtest process start may take: the fixed
 // per-process bound, shortened to what is left of ctx.
 func processBudget(ctx context.Context) time.Duration {
@@ -293,9 +300,14 @@ func (c *ControlPlane) writer(tail *tailBuffer) io.Writer {
 // waitReady polls /readyz and then the "default" namespace (created by a
 // post-start hook shortly after /readyz can first pass).
 func (c *ControlPlane) waitReady(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(c.cfg)
+	return waitReadyConfig(ctx, c.cfg, ComponentAPIServer, c.apiOut)
+}
+
+// waitReadyConfig is waitReady for the apiserver that cfg points at.
+func waitReadyConfig(ctx context.Context, cfg *rest.Config, component string, out *tailBuffer) error {
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return &Error{Component: ComponentAPIServer, Op: "wait for readiness", Err: err}
+		return &Error{Component: component, Op: "wait for readiness", Err: err}
 	}
 	var last error
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -315,8 +327,8 @@ func (c *ControlPlane) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return &Error{Component: ComponentAPIServer, Op: "wait for readiness",
-				Err: fmt.Errorf("%w (last probe: %w)", ctx.Err(), last), Output: c.apiOut.String()}
+			return &Error{Component: component, Op: "wait for readiness",
+				Err: fmt.Errorf("%w (last probe: %w)", ctx.Err(), last), Output: out.String()}
 		case <-tick.C:
 		}
 	}
@@ -427,6 +439,12 @@ func (c *ControlPlane) Stop() error {
 		defer c.mu.Unlock()
 		c.stopped = true
 		var errs []error
+		for _, r := range c.replicas {
+			if err := r.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		c.replicas = nil
 		if c.cp != nil {
 			if c.apiUp && c.cp.APIServer != nil {
 				if err := c.cp.APIServer.Stop(); err != nil {

@@ -35,7 +35,29 @@ log() { printf '[bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 complete() { [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -f "$dir/.complete" ]; }
 
-if complete; then
+# etcdutl (offline snapshot restore) comes from its own module,
+# integration/tools/etcdutl, and is keyed by that module's go.sum through a
+# stamp file next to it: adding or bumping it never invalidates the
+# kube-apiserver/etcd build above. It is built into the same directory, so
+# KUBEBUILDER_ASSETS finds all three.
+etcdutl_mod="$tools/etcdutl"
+etcdutl_stamp=".etcdutl-$({ cat "$etcdutl_mod/go.sum"; $GO version; echo "$ETCD_LDFLAGS|cgo0"; } | sha256sum | cut -c1-16)"
+etcdutl_ok() { [ -x "$dir/etcdutl" ] && [ -f "$dir/$etcdutl_stamp" ]; }
+
+build_etcdutl() {
+	log "building etcdutl from Go modules (integration/tools/etcdutl) into $dir"
+	local s=$SECONDS t
+	t=$(mktemp "$dir/.etcdutl.XXXXXX")
+	(cd "$etcdutl_mod" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+		$GO build -trimpath -ldflags "$ETCD_LDFLAGS" -o "$t" go.etcd.io/etcd/etcdutl/v3) || { rm -f "$t"; return 1; }
+	"$t" version >/dev/null
+	rm -f "$dir"/.etcdutl-*
+	mv -f "$t" "$dir/etcdutl"
+	date -u +%FT%TZ >"$dir/$etcdutl_stamp"
+	log "etcdutl built in $((SECONDS - s))s"
+}
+
+if complete && etcdutl_ok; then
 	log "cached: $dir"
 	echo "$dir"
 	exit 0
@@ -49,6 +71,7 @@ if ! flock -n 9; then
 	flock 9
 fi
 if complete; then
+	etcdutl_ok || build_etcdutl
 	log "cached (built by another process): $dir"
 	echo "$dir"
 	exit 0
@@ -80,6 +103,7 @@ log "kube-apiserver built after $((SECONDS - start))s"
 rm -rf "$dir"
 mv "$tmp" "$dir"
 trap - EXIT
+build_etcdutl
 log "done in $((SECONDS - start))s: $dir"
 ls -l "$dir" >&2
 echo "$dir"

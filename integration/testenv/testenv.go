@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -42,6 +43,42 @@ import (
 
 // plane is set by Main before any test runs.
 var plane atomic.Pointer[controlplane.ControlPlane]
+
+// extra holds the planes started by NewPlane that are still running, so the
+// signal and timeout paths stop them too.
+var extra sync.Map // *controlplane.ControlPlane -> struct{}
+
+// stopExtra stops every plane NewPlane started and the test did not stop.
+func stopExtra() {
+	extra.Range(func(k, _ any) bool {
+		if err := k.(*controlplane.ControlPlane).Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stopping a test's control plane: %v\n", err)
+		}
+		extra.Delete(k)
+		return true
+	})
+}
+
+// NewPlane starts a control plane of the test's own, for tests that damage
+// it (etcd restores, kill -9) and must not disturb the shared one. It is
+// stopped when the test ends, and on the signal and timeout paths of Main.
+func NewPlane(tb testing.TB, opts controlplane.Options) *controlplane.ControlPlane {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, opts)
+	if err != nil {
+		tb.Fatalf("testenv: starting a control plane: %v", err)
+	}
+	extra.Store(cp, struct{}{})
+	tb.Cleanup(func() {
+		extra.Delete(cp)
+		if err := cp.Stop(); err != nil {
+			tb.Errorf("testenv: stopping the test's control plane: %v", err)
+		}
+	})
+	return cp
+}
 
 // Main starts the shared control plane, runs the tests, stops the plane,
 // checks for leaked goroutines (only when the tests passed) and exits.
@@ -114,6 +151,7 @@ func stopOnSignal(cp *controlplane.ControlPlane) (stop func()) {
 		select {
 		case sig := <-ch:
 			fmt.Fprintf(os.Stderr, "testenv: %v: stopping control plane\n", sig)
+			stopExtra()
 			if err := cp.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "testenv: stopping control plane: %v\n", err)
 			}
@@ -146,6 +184,7 @@ func stopBeforeTimeout(cp *controlplane.ControlPlane) (stop func()) {
 		buf := make([]byte, 8<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		fmt.Fprintf(os.Stderr, "testenv: test binary about to hit -timeout %v; goroutines:\n%s\n", timeout, buf)
+		stopExtra()
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping control plane: %v\n", err)
 		}
