@@ -401,6 +401,3 @@ func TestClientGoReflector(t *testing.T) {
 		t.Fatalf("expected a relist and several watches: %+v", st)
 	}
 }
-
-
-
