@@ -179,6 +179,7 @@ type Server struct {
 	changed   chan struct{} // closed and replaced on every change
 	stats     Stats
 	closed    bool
+	down      bool // restarting: every request fails
 }
 
 // New returns a Server at revision 1 with no objects.
@@ -210,6 +211,9 @@ func New(opts Options) *Server {
 func (s *Server) Create(name, value string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return 0, unavailable()
+	}
 	if _, ok := s.live[name]; ok {
 		return 0, apierrors.NewAlreadyExists(corev1.Resource("configmaps"), name)
 	}
@@ -225,6 +229,9 @@ func (s *Server) Create(name, value string) (uint64, error) {
 func (s *Server) Update(name, value string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return 0, unavailable()
+	}
 	cur, ok := s.live[name]
 	if !ok {
 		return 0, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
@@ -238,6 +245,9 @@ func (s *Server) Update(name, value string) (uint64, error) {
 func (s *Server) Delete(name string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return 0, unavailable()
+	}
 	cur, ok := s.live[name]
 	if !ok {
 		return 0, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
@@ -404,6 +414,25 @@ func (s *Server) Freeze(i int) {
 	s.replicas[i] = replica{frozen: true, at: s.rev}
 }
 
+// FreezeIdle freezes every replica that serves no open stream and returns
+// them.
+func (s *Server) FreezeIdle() []int {
+	s.mu.Lock()
+	busy := map[int]bool{}
+	for w := range s.watchers {
+		busy[w.replica] = true
+	}
+	s.mu.Unlock()
+	var out []int
+	for i := range s.opts.Replicas {
+		if !busy[i] {
+			s.Freeze(i)
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // Thaw lets replica i catch up.
 func (s *Server) Thaw(i int) {
 	s.mu.Lock()
@@ -456,8 +485,49 @@ func (s *Server) Bookmark() {
 	}
 }
 
+// SetDown stops (true) or restarts (false) the apiserver: while it is down,
+// every request and write fails with connection refused.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	if down {
+		for w := range s.watchers {
+			s.endLocked(w, nil)
+		}
+	}
+	s.broadcastLocked()
+}
+
+// InjectBookmark sends a bookmark at rv on every stream that asked for
+// bookmarks (a misbehaving server: rv may be older than the stream or far
+// ahead of the server).
+func (s *Server) InjectBookmark(rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		if w.bookmarks && !w.ended {
+			w.push(bookmarkEvent(rv, false))
+		}
+	}
+}
+
+// ReplayWatches re-sends, on every stream, one older event it has sent (a
+// misbehaving server or proxy).
+func (s *Server) ReplayWatches() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		if len(w.recent) > 1 && !w.ended {
+			old := w.recent[s.rng.IntN(len(w.recent)-1)]
+			w.push(watch.Event{Type: old.typ, Object: old.obj.DeepCopy()})
+			s.stats.Replayed++
+		}
+	}
+}
+
 // Restore models an etcd restore from the snapshot taken at rev, followed by
-// an apiserver restart (every stream ends). With bump > 0 (etcdutl
+// an apiserver restart (every stream ends; see SetDown for the downtime). With bump > 0 (etcdutl
 // --bump-revision bump --mark-compacted, as the Kubernetes docs recommend)
 // the revision jumps ahead by bump and everything before it is compacted;
 // with bump == 0 the revision goes back to rev and new writes reuse the
@@ -554,10 +624,16 @@ func transientError(rng *rand.Rand) error {
 	case 2:
 		return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
 	default:
-		return &url.Error{Op: "Get", URL: "https://apiserver.model/api/v1/namespaces/ns/configmaps", Err: &net.OpError{
-			Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
-		}}
+		return unavailable()
 	}
+}
+
+// unavailable is what a client gets from an apiserver that is not
+// running: connection refused.
+func unavailable() error {
+	return &url.Error{Op: "Get", URL: "https://apiserver.model/api/v1/namespaces/ns/configmaps", Err: &net.OpError{
+		Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
+	}}
 }
 
 func tooLarge(asked, current uint64) error {
@@ -625,8 +701,8 @@ func (s *Server) List(options metav1.ListOptions) (runtime.Object, error) {
 func (s *Server) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, transientError(s.rng)
+	if s.closed || s.down {
+		return nil, unavailable()
 	}
 	if s.hit(s.faults.ListError) {
 		return nil, transientError(s.rng)
@@ -723,8 +799,8 @@ func (s *Server) Watch(options metav1.ListOptions) (watch.Interface, error) {
 func (s *Server) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, transientError(s.rng)
+	if s.closed || s.down {
+		return nil, unavailable()
 	}
 	if s.hit(s.faults.WatchError) {
 		return nil, transientError(s.rng)
