@@ -54,8 +54,13 @@ type FreshInformer struct {
 	// blockDeltas serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.
 	blockDeltas  sync.Mutex
-	logger       klog.Logger // set at start; read under blockDeltas
-	incomparable atomic.Bool // the stream served an RV that cannot be ordered
+	logger       klog.Logger            // set at start; read under blockDeltas
+	applied      freshness.RV           // the highest RV applied; under blockDeltas
+	restoring    bool                   // a restore was declared: freshness waits for the relist; under blockDeltas
+	recent       recentRVs              // RVs of recently applied events; under blockDeltas
+	incomparable atomic.Bool            // the last list's RV cannot be ordered
+	probes       prober                 // restore verification (restore.go)
+	declare      []reflector.Regression // found while applying; declared once blockDeltas is released
 
 	mu                   sync.Mutex // guards the fields below
 	started, stopped     bool
@@ -67,6 +72,7 @@ type FreshInformer struct {
 	synced               chan struct{} // closed once the initial list is applied
 
 	outOfOrder, incomparableObjects, bookmarks atomic.Uint64
+	initialFloorErr                            error // a malformed Options.InitialFloor, logged at start
 }
 
 var _ toolscache.SharedIndexInformer = &FreshInformer{}
@@ -109,8 +115,12 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		synced:               make(chan struct{}),
 		logger:               klog.Background(),
 	}
+	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
+	f.initialFloorErr = floorErr
 	f.guard = reflector.NewGuard(reflector.Options{
-		Floor:                 f.streamFloor,
+		Floor:                 f.appliedFloor,
+		InitialFloor:          initialFloor,
+		ConsistentInitialList: options.ConsistentInitialList,
 		AcceptRegressionAfter: options.AcceptRegressionAfter,
 		OnRegression:          options.OnRegression,
 		Clock:                 options.Clock,
@@ -151,6 +161,9 @@ func (f *FreshInformer) Resource() schema.GroupResource { return f.resource }
 // ordered; a *freshness.WaitError unwrapping to ctx.Err() or
 // freshness.ErrStopped otherwise.
 func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
+	if err := f.probes.wait(ctx, rv, f.LastObservedResourceVersion); err != nil {
+		return err
+	}
 	if f.metrics != nil {
 		return f.waitObserved(ctx, rv)
 	}
@@ -175,6 +188,9 @@ type Stats struct {
 	IncomparableObjects uint64
 	// Bookmarks counts bookmarks applied.
 	Bookmarks uint64
+	// RestoreProbes counts consistent probes made to verify a recorded
+	// write below the cache's resource version (see RecordWrite).
+	RestoreProbes uint64
 	// PendingWaiters is how many callers are blocked in WaitForFreshness.
 	PendingWaiters int
 }
@@ -186,26 +202,19 @@ func (f *FreshInformer) Stats() Stats {
 		OutOfOrderRejected:  f.outOfOrder.Load(),
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
+		RestoreProbes:       f.probes.count(),
 		PendingWaiters:      f.tracker.Pending(),
 	}
 }
 
-// streamFloor is the Guard's floor: the Reflector's last synced resource
-// version, the newest the stream has delivered (applied or still queued). A
-// relist is compared with what was received, not only with what was
-// applied, or a list could land behind events still in the queue.
-func (f *FreshInformer) streamFloor() freshness.RV {
-	f.mu.Lock()
-	c := f.controller
-	f.mu.Unlock()
-	if c == nil || f.incomparable.Load() {
+// appliedFloor is the applied part of the Guard's floor (the Guard adds the
+// highest resource version its queue delivered). Older events and bookmarks
+// never lower either part; only a declared regression does.
+func (f *FreshInformer) appliedFloor() freshness.RV {
+	if f.incomparable.Load() {
 		return freshness.RV{}
 	}
-	rv, err := freshness.ParseRV(c.LastSyncResourceVersion())
-	if err != nil {
-		return freshness.RV{}
-	}
-	return rv
+	return f.tracker.Current()
 }
 
 // Run runs the informer until stopCh is closed.
@@ -223,6 +232,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	if f.name != "" {
 		logger = klog.LoggerWithValues(logger, "informer", f.name)
 	}
+	logger = klog.LoggerWithValues(logger, "resource", f.resource.String())
 
 	f.mu.Lock()
 	if f.started || f.stopped {
@@ -233,6 +243,11 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.blockDeltas.Lock()
 	f.logger = logger
 	f.blockDeltas.Unlock()
+	f.guard.SetLogger(logger)
+	if f.initialFloorErr != nil {
+		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
+	}
+	f.probes.start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
 		Name:                  f.description,
@@ -249,7 +264,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		ObjectDescription:            f.description,
 		FullResyncPeriod:             f.resyncCheckPeriod,
 		ShouldResync:                 f.processor.shouldResync,
-		WatchErrorHandlerWithContext: watchErrorHandler(f.watchErrorHandler),
+		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
 	})
 	f.started = true
 	controller := f.controller
@@ -274,6 +289,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Lock()
 	f.stopped = true
 	f.mu.Unlock()
+	f.probes.stop()
 	f.tracker.Stop()
 	close(stopProcessor)
 	wg.Wait()
@@ -285,13 +301,16 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 // watchErrorHandler is the user's handler, or client-go's default except
 // for refused stale lists: the Guard logged those already (at V(2)), and
 // client-go's default would report each at error level while a lagging
-// replica catches up.
-func watchErrorHandler(user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
-	if user != nil {
-		return user
-	}
+// replica catches up. client-go's Reflector flattens a list error with %v
+// on the list+watch path; the Guard restores it, so errors.Is(err,
+// reflector.ErrStaleList) holds in the user's handler too.
+func watchErrorHandler(g *reflector.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		if !errors.Is(err, reflector.ErrStaleList) {
+		err = g.ClassifyError(err)
+		switch {
+		case user != nil:
+			user(ctx, r, err)
+		case !reflector.IsStaleList(err):
 			toolscache.DefaultWatchErrorHandler(ctx, r, err)
 		}
 	}
@@ -312,14 +331,21 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 // InOrderInformersBatchProcess), applied in order under one lock.
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
 	f.blockDeltas.Lock()
-	defer f.blockDeltas.Unlock()
+	var err error
 	for _, d := range deltas {
-		if err := f.apply(d, isInInitialList); err != nil {
+		if err = f.apply(d, isInInitialList); err != nil {
 			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
-			return err
+			break
 		}
 	}
-	return nil
+	declare := f.declare
+	f.declare = nil
+	f.blockDeltas.Unlock()
+	// Outside the lock: the user's callback may call back into the informer.
+	for _, r := range declare {
+		f.guard.DeclareRegression(r)
+	}
+	return err
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
@@ -327,8 +353,9 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 	case toolscache.Bookmark:
 		info, _ := d.Object.(toolscache.BookmarkInfo)
 		f.bookmarks.Add(1)
-		rv, err := freshness.ParseRV(info.ResourceVersion)
-		f.observe(rv, err)
+		if rv, err := freshness.ParseRV(info.ResourceVersion); err == nil {
+			f.observe(rv)
+		}
 		return nil
 	case toolscache.ReplacedAll:
 		info, ok := d.Object.(toolscache.ReplacedAllInfo)
@@ -361,14 +388,16 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		// Nothing cached to compare with, but a stream's resource versions
 		// only grow: an add older than what the cache applied is out of
 		// order (an object deleted since would come back to life).
-		if cur := f.tracker.Current(); newErr == nil && !f.incomparable.Load() && newRV.Compare(cur) < 0 {
-			f.reject("add", obj, newRVs, cur.String())
+		if f.behindStream(newRV, newErr) {
+			f.reject("add", obj, newRVs, f.applied.String())
 			return nil
 		}
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
-		f.observe(newRV, newErr)
+		if newErr == nil {
+			f.observeEvent(newRV)
+		}
 		f.processor.distribute(notification{kind: addNotification, newObj: obj, initialList: isInInitialList}, false)
 		return nil
 	}
@@ -377,10 +406,16 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		f.reject("update", obj, newRVs, oldRVs)
 		return nil
 	}
+	if newRVs != oldRVs && f.behindStream(newRV, newErr) {
+		f.reject("update", obj, newRVs, f.applied.String())
+		return nil
+	}
 	if err := f.indexer.Update(obj); err != nil {
 		return err
 	}
-	f.observe(newRV, newErr)
+	if newErr == nil {
+		f.observeEvent(newRV)
+	}
 	// An unchanged resource version is a resync or a duplicate: only
 	// handlers due for a resync hear of it, as with client-go's informer.
 	f.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: obj}, newRVs == oldRVs)
@@ -406,14 +441,20 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
+	if !exists && !isTombstone && f.behindStream(delRV, delErr) {
+		// The key is gone already; a delete older than the stream is a
+		// replay of an earlier deletion that handlers have heard of.
+		f.reject("delete", obj, delRVs, f.applied.String())
+		return nil
+	}
 	if isTombstone {
 		obj = tombstone
 	}
 	if err := f.indexer.Delete(obj); err != nil {
 		return err
 	}
-	if !isTombstone { // a tombstone's state is not the deletion's resource version
-		f.observe(delRV, delErr)
+	if !isTombstone && delErr == nil { // a tombstone's state is not the deletion's resource version
+		f.observeEvent(delRV)
 	}
 	f.processor.distribute(notification{kind: deleteNotification, oldObj: obj}, false)
 	return nil
@@ -421,11 +462,16 @@ func (f *FreshInformer) delete(obj any) error {
 
 // replaceAll applies a list: the indexer holds exactly the listed objects
 // afterwards, handlers hear of deletions first, then of additions and
-// updates, as with client-go's informer.
+// updates, as with client-go's informer. A list is the server's state and is
+// applied whole; if it moves keys back to older states than cached, or is
+// itself older than the cache, that is declared as a regression (once per
+// list) unless the Guard already declared it.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialList bool) error {
 	type change struct{ old, new any }
 	changes := make([]change, 0, len(info.Objects))
 	listed := make(map[string]struct{}, len(info.Objects))
+	var wentBack []string
+	wentBackCount := 0
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -434,6 +480,12 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 		listed[key] = struct{}{}
 		old, _, _ := f.indexer.GetByKey(key)
 		changes = append(changes, change{old: old, new: obj})
+		if old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)) {
+			wentBackCount++
+			if len(wentBack) < reflector.MaxRegressionSample {
+				wentBack = append(wentBack, key)
+			}
+		}
 	}
 	var gone []toolscache.DeletedFinalStateUnknown
 	for _, key := range f.indexer.ListKeys() {
@@ -446,7 +498,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
-	f.observeList(info.ResourceVersion)
+	f.observeList(info.ResourceVersion, wentBackCount, wentBack)
 	for _, g := range gone {
 		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)
 	}
@@ -461,45 +513,88 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	return nil
 }
 
-// observe advances the tracker to an applied resource version.
-func (f *FreshInformer) observe(rv freshness.RV, err error) {
-	if f.incomparable.Load() {
+// behindStream reports whether an event at rv is older than what the cache
+// applied: a stream's resource versions only grow, so it is out of order,
+// whether or not its key is cached.
+func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
+	return err == nil && !f.incomparable.Load() && rv.Compare(f.applied) < 0
+}
+
+// observeEvent advances freshness to an applied event's or bookmark's
+// resource version. blockDeltas is held.
+func (f *FreshInformer) observeEvent(rv freshness.RV) {
+	f.recent.add(rv)
+	f.observe(rv)
+}
+
+// observe advances freshness to an applied resource version; while a
+// declared restore waits for its relist, only that list moves it.
+// blockDeltas is held.
+func (f *FreshInformer) observe(rv freshness.RV) {
+	if f.incomparable.Load() || f.restoring {
 		return
 	}
-	if err != nil {
-		f.markIncomparable(err)
-		return
+	if rv.Compare(f.applied) > 0 {
+		f.applied = rv
 	}
 	f.tracker.Advance(rv)
 }
 
-// observeList advances the tracker to a list's resource version. The Guard
-// lets an older list through only as a declared regression; the cache now
-// holds that older state, so the tracker follows it down, or a later write
-// (with a resource version below the old high) would look fresh too soon.
-func (f *FreshInformer) observeList(s string) {
-	if f.incomparable.Load() {
-		return
-	}
+// observeList moves freshness to an applied list's resource version. A list
+// older than the cache reaches here only under a regression the Guard
+// declared (or, should the Guard have missed it, one declared here): the
+// cache now holds that older state, so freshness follows it down, or a
+// later write with a resource version below the old high would look fresh
+// too soon. wentBack counts the keys the list moved to older states.
+// blockDeltas is held.
+func (f *FreshInformer) observeList(s string, wentBack int, sample []string) {
 	rv, err := freshness.ParseRV(s)
 	if err != nil {
 		f.markIncomparable(err)
 		return
 	}
-	if f.tracker.Advance(rv) < 0 {
-		f.logger.Error(nil, "Cache moved back in time to a declared regression", "from", f.tracker.Current().String(), "to", s)
+	declared := f.guard.TakeDeclared(s)
+	wasIncomparable := f.incomparable.Swap(false)
+	prev := f.applied
+	switch {
+	case wasIncomparable || f.restoring:
 		f.tracker.Reset(rv)
+	case rv.Compare(prev) < 0:
+		if !declared {
+			f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
+			declared = true
+		}
+		f.tracker.Reset(rv)
+	default:
+		f.tracker.Advance(rv)
+	}
+	if wentBack > 0 && !declared {
+		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionKeysWentBack, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
+	}
+	f.applied = rv
+	f.restoring = false
+	f.recent.reset()
+}
+
+// markIncomparable switches the informer to plain mode until a list's
+// resource version is comparable again: the server serves resource versions
+// that cannot be ordered (some aggregated API servers), so no freshness can
+// be claimed. Single events with malformed resource versions do not get
+// here: the Guard counts and skips them.
+func (f *FreshInformer) markIncomparable(err error) {
+	if f.incomparable.CompareAndSwap(false, true) {
+		f.logger.Error(err, "List resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+		f.tracker.SetIncomparable(err)
+		f.applied = freshness.RV{}
+		f.recent.reset()
 	}
 }
 
-// markIncomparable switches the informer to plain mode for good: the server
-// serves resource versions that cannot be ordered (some aggregated API
-// servers), so no freshness can be claimed.
-func (f *FreshInformer) markIncomparable(err error) {
-	if f.incomparable.CompareAndSwap(false, true) {
-		f.logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
-		f.tracker.SetIncomparable(err)
-	}
+// olderQuiet reports whether rv is older than cachedRV, both comparable.
+func (f *FreshInformer) olderQuiet(rv, cachedRV string) bool {
+	in, err1 := freshness.ParseRV(rv)
+	cached, err2 := freshness.ParseRV(cachedRV)
+	return err1 == nil && err2 == nil && in.Compare(cached) < 0
 }
 
 // older reports whether an incoming state is older than the cached one.

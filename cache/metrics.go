@@ -99,6 +99,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 		f.newestWrite = parsed
 	}
 	f.newestMu.Unlock()
+	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
 	if f.metrics != nil {
 		start := time.Now()
 		f.tracker.AfterFunc(parsed, func(err error) {

@@ -41,6 +41,24 @@ type Options struct {
 	Resource schema.GroupResource
 	// Metrics, if set, receives the informer's measurements.
 	Metrics MetricsProvider
+
+	// InitialFloor, if set, is a resource version the informer's first
+	// list must reach (fresh on start): for example the newest resource
+	// version a predecessor acted on, persisted in its leader-election
+	// lease. A first list older than it is refused and retried with
+	// resourceVersionMatch=NotOlderThan at it, and after
+	// AcceptRegressionAfter accepted as a declared regression, like any
+	// relist older than the cache; a consistent first list older than it
+	// proves a restore and is declared at once. A malformed value is
+	// ignored and logged at error level when the informer starts.
+	InitialFloor string
+	// ConsistentInitialList makes the first list a consistent read
+	// (resourceVersion "", served from etcd's current revision) instead of
+	// client-go's "0" (whatever the API server's watch cache holds, which
+	// may be older than what a predecessor saw). It costs one quorum read
+	// per start.
+	ConsistentInitialList bool
+
 	// Selector says what the ListerWatcher lists, so that ReadYourWrites
 	// reports a write the informer cannot see instead of waiting for it.
 	// The factories set it; the zero Selector admits everything.
@@ -103,3 +121,13 @@ func WithResource(gr schema.GroupResource) Option { return func(o *Options) { o.
 
 // WithClock sets the clock for resyncs and the regression bound.
 func WithClock(c clock.Clock) Option { return func(o *Options) { o.Clock = c } }
+
+// WithInitialFloor sets a resource version the first list must reach (see
+// Options.InitialFloor).
+func WithInitialFloor(rv string) Option { return func(o *Options) { o.InitialFloor = rv } }
+
+// WithConsistentInitialList makes the first list a consistent read (see
+// Options.ConsistentInitialList).
+func WithConsistentInitialList() Option {
+	return func(o *Options) { o.ConsistentInitialList = true }
+}

@@ -2,7 +2,9 @@ package cache
 
 import (
 	"context"
+	"errors"
 
+	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -19,7 +21,12 @@ import (
 //     already in the indexer (those handed to its event handler, which
 //     client-go calls after the indexer write) and the indexer's own
 //     LastStoreSyncResourceVersion (written under the store's lock, in stream
-//     order, only with client-go's AtomicFIFO gate on).
+//     order). Both are trustworthy only with client-go's AtomicFIFO feature
+//     gate on: with it off a list reaches the indexer one object at a time,
+//     handlers hear of the first objects before the rest are stored, and a
+//     wait could return before the list is whole. Wrap therefore refuses to
+//     wrap while the gate is off (ErrAtomicFIFODisabled); use
+//     NewSharedIndexInformer, whose own queue is atomic whatever the gate.
 //   - Prompt wake-up holds for watch events. Bookmarks and list resource
 //     versions reach no handler: they count only when WaitForFreshness is
 //     called, so a pending waiter on a quiet resource wakes at the next
@@ -36,9 +43,20 @@ type WrappedInformer struct {
 	tracker freshness.Tracker
 }
 
+// ErrAtomicFIFODisabled is matched (with errors.Is) by Wrap's error when
+// client-go's AtomicFIFO feature gate is off: the wrapped informer then
+// applies lists in pieces, and no freshness could be claimed safely.
+var ErrAtomicFIFODisabled = errors.New("freshinformer: Wrap needs client-go's AtomicFIFO feature gate on: with it off, lists reach the indexer in pieces")
+
 // Wrap adds WaitForFreshness to informer. Pass the context the informer runs
 // with: when it ends, waiters are released and Wrap's handler is removed.
+// It fails with ErrAtomicFIFODisabled while client-go's AtomicFIFO feature
+// gate is off (the gate is read once, by client-go, when the informer
+// starts: do not switch it later).
 func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*WrappedInformer, error) {
+	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
+		return nil, ErrAtomicFIFODisabled
+	}
 	w := &WrappedInformer{SharedIndexInformer: informer}
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.observe(obj) },

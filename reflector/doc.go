@@ -3,18 +3,31 @@
 // watch events and bookmarks in stream order and keeps the stream from moving
 // the cache back in time:
 //
-//   - List and watch requests that would start below the floor (the highest
-//     resource version the stream has delivered or the cache has applied) are
-//     raised to it, and lists ask for resourceVersionMatch=NotOlderThan, so a
-//     server that honours it never serves older state.
+//   - The floor is the highest resource version the queue has delivered or
+//     the cache has applied (Options.Floor). A replayed older event or
+//     bookmark never lowers it; only a declared regression does.
+//   - List and watch requests that would start below the floor are raised to
+//     it, and lists ask for resourceVersionMatch=NotOlderThan, so a server
+//     that honours it never serves older state.
 //   - A list (plain or watch-list) that still comes back older than the floor
 //     (a lagging replica, a server that ignores resourceVersionMatch) is
 //     refused before it reaches the queue: client-go's Reflector backs off and
-//     relists. If the server keeps answering older for longer than a bound
-//     (etcd restored from a backup), the list is accepted as a declared
-//     regression: logged at error level, counted and reported to a callback,
-//     never silently.
+//     relists. A refused watch-list's watch is stopped (client-go would leave
+//     it open) and the refusal counts once with client-go's fallback list.
+//   - A consistent list (resourceVersion "") older than the floor proves the
+//     server's history went back (etcd restored without --bump-revision): it
+//     is accepted at once as a declared regression. Other older lists are
+//     accepted as declared regressions once the server has answered older
+//     for longer than AcceptRegressionAfter.
+//   - A watch event or bookmark whose resource version is malformed, or
+//     implausibly far ahead (Plausible), is counted and skipped while the
+//     stream's lists are comparable; a list whose resource version is not
+//     comparable makes the Guard stand aside (plain informer) until one is.
 //
-// The checks sit on the Queue's Replace, which both list+watch and
-// watch-list go through, so watch events pay nothing for them.
+// Declared regressions go through one path, Guard.DeclareRegression: an
+// error-level log, Stats.Regressions, and the OnRegression callback.
+//
+// The list checks sit on the Queue's Replace, which both list+watch and
+// watch-list go through; watch events pay one resource version parse and
+// comparison.
 package reflector

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -25,9 +28,17 @@ import (
 // informer for long.
 const DefaultAcceptRegressionAfter = 2 * time.Minute
 
+// MaxRegressionSample bounds Regression.SampleKeys.
+const MaxRegressionSample = 10
+
 // ErrStaleList is matched (with errors.Is) by the error a Guard returns when
 // it refuses a list older than its floor.
 var ErrStaleList = errors.New("list is older than the cache")
+
+// staleListMessage starts every StaleListError's message; IsStaleList
+// recognises it in errors that lost their chain (client-go's Reflector wraps
+// the list error with %v).
+const staleListMessage = "refused list at resource version "
 
 // StaleListError reports a refused list. The Reflector logs it, backs off
 // and relists.
@@ -42,15 +53,53 @@ type StaleListError struct {
 
 // Error says which list was refused and why.
 func (e *StaleListError) Error() string {
-	return fmt.Sprintf("refused list at resource version %s: older than %s already observed (refusal %d in a row)", e.ListResourceVersion, e.Floor, e.Refused)
+	return fmt.Sprintf(staleListMessage+"%s: older than %s already observed (refusal %d in a row)", e.ListResourceVersion, e.Floor, e.Refused)
 }
 
 // Is reports whether target is ErrStaleList.
 func (e *StaleListError) Is(target error) bool { return target == ErrStaleList }
 
-// Regression describes a list accepted although older than the floor.
+// IsStaleList reports whether err reports a list refused by a Guard: it
+// matches ErrStaleList with errors.Is, or, for an error whose chain was
+// flattened on the way (client-go's Reflector wraps list errors with %v
+// before a WatchErrorHandler sees them), by its message.
+func IsStaleList(err error) bool {
+	return err != nil && (errors.Is(err, ErrStaleList) || strings.Contains(err.Error(), staleListMessage))
+}
+
+// RegressionReason says how a regression was detected.
+type RegressionReason string
+
+// The ways a Guard or a FreshInformer detects that the server went back in
+// time.
+const (
+	// RegressionStaleList: lists older than the floor kept coming for
+	// longer than AcceptRegressionAfter; the last one was accepted.
+	RegressionStaleList RegressionReason = "StaleList"
+	// RegressionConsistentList: a consistent read (resourceVersion "") came
+	// back older than the floor. Such a read is served from etcd's current
+	// revision, so it proves the server's history went back (etcd restored
+	// without --bump-revision); it is accepted at once.
+	RegressionConsistentList RegressionReason = "ConsistentList"
+	// RegressionKeysWentBack: a list at or above the floor brought keys
+	// back to older states than cached (etcd restored with
+	// --bump-revision). The list is applied: the server's state is the
+	// truth.
+	RegressionKeysWentBack RegressionReason = "KeysWentBack"
+	// RegressionServerBehind: a write came back below the cache's resource
+	// version and a consistent probe confirmed the server's revision is
+	// below the floor (etcd restored without --bump-revision). The informer
+	// forgets its freshness and relists.
+	RegressionServerBehind RegressionReason = "ServerBehind"
+)
+
+// Regression describes a declared regression: the cache follows the server
+// back in time.
 type Regression struct {
-	// ListResourceVersion is the accepted list's resource version.
+	// Reason says how it was detected.
+	Reason RegressionReason
+	// ListResourceVersion is the resource version of the accepted list (for
+	// RegressionServerBehind, of the probe).
 	ListResourceVersion string
 	// Floor is the resource version the cache had reached before.
 	Floor string
@@ -58,20 +107,39 @@ type Regression struct {
 	Refused int
 	// Since is how long the server had been answering older.
 	Since time.Duration
+	// Keys counts the keys that went back to an older state
+	// (RegressionKeysWentBack).
+	Keys int
+	// SampleKeys names up to MaxRegressionSample of those keys.
+	SampleKeys []string
 }
 
 // Options configure a Guard.
 type Options struct {
-	// Floor returns the highest resource version the stream has delivered
-	// or the cache has applied. Required.
+	// Floor, if set, returns the highest resource version the cache has
+	// applied. The Guard's floor is the newer of it and the highest
+	// resource version its Queue has delivered; older events or bookmarks
+	// never lower either.
 	Floor func() freshness.RV
+	// InitialFloor, if set, is a resource version the first list must
+	// reach (fresh on start): for example one persisted by a predecessor.
+	// An older first list is refused, retried with NotOlderThan, and after
+	// AcceptRegressionAfter accepted as a declared regression, like any
+	// relist. It must be a comparable resource version.
+	InitialFloor freshness.RV
+	// ConsistentInitialList makes the first list a consistent read
+	// (resourceVersion "") instead of client-go's "0" (any state the
+	// watch cache holds, possibly older than what a predecessor saw).
+	ConsistentInitialList bool
 	// AcceptRegressionAfter bounds how long older lists are refused before
 	// one is accepted as a declared regression. Zero means
 	// DefaultAcceptRegressionAfter; a negative value accepts the second
 	// older list at once.
 	AcceptRegressionAfter time.Duration
-	// OnRegression, if set, is called (synchronously, on the Reflector's
-	// goroutine) for every declared regression.
+	// OnRegression, if set, is called for every declared regression,
+	// synchronously on the goroutine that detected it (the Reflector's, the
+	// informer's processing goroutine, or a probe's): it must be quick and
+	// must not block.
 	OnRegression func(Regression)
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -86,110 +154,318 @@ type Stats struct {
 	Lists uint64
 	// Watches counts watch requests (the first and every restart).
 	Watches uint64
-	// StaleListsRefused counts lists refused for being older than the floor.
+	// StaleListsRefused counts lists refused for being older than the
+	// floor, once per Reflector attempt (a refused watch-list and the plain
+	// list client-go falls back to count once).
 	StaleListsRefused uint64
-	// Regressions counts older lists accepted as declared regressions.
+	// Regressions counts declared regressions, whatever their reason.
 	Regressions uint64
 	// FloorRaised counts list or watch requests whose resource version was
 	// raised to the floor.
 	FloorRaised uint64
+	// MalformedSkipped counts watch events and bookmarks skipped because
+	// their resource version was malformed while the stream's lists were
+	// comparable.
+	MalformedSkipped uint64
+	// ImplausibleSkipped counts watch events and bookmarks skipped because
+	// their resource version was implausibly far ahead of the floor (see
+	// Plausible).
+	ImplausibleSkipped uint64
+	// WatchesStopped counts watch-list watches the Guard stopped because
+	// their initial events were refused (client-go leaves them open).
+	WatchesStopped uint64
 }
 
 // Guard keeps one informer's list/watch stream from going back in time. Use
 // ListerWatcher to wrap the informer's ListerWatcher and NewQueue for its
 // queue; both share the Guard's floor and counters.
+//
+// A Guard is safe for concurrent use. Its ListerWatcher and Queue are meant
+// for one Reflector.
 type Guard struct {
 	opts   Options
-	logger klog.Logger
+	logger atomic.Pointer[klog.Logger]
 
-	mu          sync.Mutex
-	refused     int       // consecutive refusals
-	streakStart time.Time // first refusal of the current streak
+	mu              sync.Mutex
+	delivered       freshness.RV // highest plausible RV delivered to the queue
+	plain           bool         // the last list's RV was not comparable
+	refused         int          // consecutive refusals
+	streakStart     time.Time    // first refusal of the current streak
+	lastRefusal     *StaleListError
+	pendingWatch    watch.Interface
+	fallback        bool // a watch-list was refused: the next list is client-go's fallback
+	listConsistent  bool // the last list request was a consistent read
+	admittedAny     bool // a list was admitted
+	restoring       bool // a restore was declared: accept the next list whatever its RV
+	forceRelist     bool // the next plain watch fails with 410 Gone, forcing a relist
+	currentWatch    watch.Interface
+	declaredListRVs []string // lists admitted under a declared regression, not yet applied
 
 	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
+	malformed, implausible, watchesStopped                 atomic.Uint64
 }
 
-// NewGuard returns a Guard. It panics if opts.Floor is nil, a programming
-// error.
+// NewGuard returns a Guard.
 func NewGuard(opts Options) *Guard {
-	if opts.Floor == nil {
-		panic("reflector.NewGuard: Options.Floor is required")
-	}
 	if opts.AcceptRegressionAfter == 0 {
 		opts.AcceptRegressionAfter = DefaultAcceptRegressionAfter
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	g := &Guard{opts: opts, logger: klog.Background()}
+	g := &Guard{opts: opts, delivered: opts.InitialFloor}
+	logger := klog.Background()
 	if opts.Logger != nil {
-		g.logger = *opts.Logger
+		logger = *opts.Logger
 	}
+	g.logger.Store(&logger)
 	return g
 }
+
+// SetLogger sets the logger the Guard reports through (the informer's, with
+// its name and resource), for example once the informer starts.
+func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }
+
+func (g *Guard) log() klog.Logger { return *g.logger.Load() }
 
 // Stats returns the Guard's counters.
 func (g *Guard) Stats() Stats {
 	return Stats{
-		Lists:             g.lists.Load(),
-		Watches:           g.watches.Load(),
-		StaleListsRefused: g.staleRefused.Load(),
-		Regressions:       g.regressions.Load(),
-		FloorRaised:       g.floorRaised.Load(),
+		Lists:              g.lists.Load(),
+		Watches:            g.watches.Load(),
+		StaleListsRefused:  g.staleRefused.Load(),
+		Regressions:        g.regressions.Load(),
+		FloorRaised:        g.floorRaised.Load(),
+		MalformedSkipped:   g.malformed.Load(),
+		ImplausibleSkipped: g.implausible.Load(),
+		WatchesStopped:     g.watchesStopped.Load(),
+	}
+}
+
+// Floor returns the Guard's floor: the newer of the highest resource version
+// the cache applied (Options.Floor) and the highest its Queue delivered. It
+// is the zero RV while the stream is not comparable or a declared restore
+// waits for its relist.
+func (g *Guard) Floor() freshness.RV {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.floorLocked()
+}
+
+func (g *Guard) floorLocked() freshness.RV {
+	if g.plain || g.restoring {
+		return freshness.RV{}
+	}
+	floor := g.delivered
+	if g.opts.Floor != nil {
+		if applied := g.opts.Floor(); applied.Compare(floor) > 0 {
+			floor = applied
+		}
+	}
+	return floor
+}
+
+// DeclareRegression declares r: it logs at error level, counts it in
+// Stats.Regressions and calls Options.OnRegression. It is the one path by
+// which a regression is made known; FreshInformer calls it for the
+// regressions it detects itself.
+func (g *Guard) DeclareRegression(r Regression) {
+	g.regressions.Add(1)
+	kv := []any{"reason", r.Reason, "listResourceVersion", r.ListResourceVersion, "floor", r.Floor}
+	if r.Refused > 0 {
+		kv = append(kv, "refused", r.Refused, "since", r.Since)
+	}
+	if r.Keys > 0 {
+		kv = append(kv, "keys", r.Keys, "sampleKeys", r.SampleKeys)
+	}
+	g.log().Error(nil, "Declared regression: the cache follows the server back in time (etcd restored from a backup?)", kv...)
+	if g.opts.OnRegression != nil {
+		g.opts.OnRegression(r)
+	}
+}
+
+// TakeDeclared reports whether the list at rv was admitted under a
+// regression already declared (so that whoever applies it does not declare
+// it again), and forgets it.
+func (g *Guard) TakeDeclared(rv string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, d := range g.declaredListRVs {
+		if d == rv {
+			g.declaredListRVs = append(g.declaredListRVs[:i], g.declaredListRVs[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// BeginRestore declares r (see DeclareRegression) and has the stream start
+// over: the floor is dropped until the next list, which is a consistent read
+// accepted whatever its resource version, and the current watch is stopped
+// so that the Reflector relists at once.
+func (g *Guard) BeginRestore(r Regression) {
+	g.DeclareRegression(r)
+	g.mu.Lock()
+	g.restoring = true
+	g.forceRelist = true
+	g.delivered = freshness.RV{}
+	w := g.currentWatch
+	g.currentWatch = nil
+	g.mu.Unlock()
+	if w != nil {
+		w.Stop()
 	}
 }
 
 // admitList decides whether a list at rv may replace the cache: nil to
-// accept, a *StaleListError to refuse.
-func (g *Guard) admitList(rv string) error {
-	floor := g.opts.Floor()
-	listRV, err := freshness.ParseRV(rv)
-	if err != nil || floor.IsZero() || listRV.AtLeast(floor) {
-		// Not comparable: nothing to guard, the informer degrades to a
-		// plain one. Otherwise the list is fresh enough.
-		g.mu.Lock()
-		g.refused = 0
+// accept, a *StaleListError to refuse. consistent says the list was a
+// consistent read; fallback that it is client-go's plain list right after a
+// refused watch-list, the same attempt.
+func (g *Guard) admitList(rv string, consistent, fallback bool) error {
+	listRV, parseErr := freshness.ParseRV(rv)
+	g.mu.Lock()
+	if parseErr != nil {
+		// Not comparable: nothing to guard, the informer works as a plain
+		// one until a list is comparable again.
+		wasPlain := g.plain
+		g.plain, g.refused, g.admittedAny = true, 0, true
 		g.mu.Unlock()
 		g.lists.Add(1)
+		if !wasPlain {
+			g.log().Error(parseErr, "List resource version cannot be ordered; guarding nothing until a list's can")
+		}
+		return nil
+	}
+	g.plain = false
+	floor := g.floorLocked()
+	if g.restoring || floor.IsZero() || listRV.AtLeast(floor) {
+		if g.restoring {
+			g.declaredListRVs = append(g.declaredListRVs, rv)
+		}
+		g.admitLocked(listRV)
+		g.mu.Unlock()
 		return nil
 	}
 
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	now := g.opts.Clock.Now()
 	if g.refused == 0 {
 		g.streakStart = now
 	}
 	since := now.Sub(g.streakStart)
-	if g.refused > 0 && since >= g.opts.AcceptRegressionAfter {
-		r := Regression{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused, Since: since}
-		g.refused = 0
-		g.regressions.Add(1)
-		g.lists.Add(1)
-		g.logger.Error(nil, "Accepting a list older than the cache as a declared regression: the server has served older state for too long (etcd restored from a backup?)",
-			"listResourceVersion", rv, "floor", floor.String(), "refused", r.Refused, "since", since)
-		if g.opts.OnRegression != nil {
-			g.opts.OnRegression(r)
+	var reason RegressionReason
+	switch {
+	case consistent:
+		reason = RegressionConsistentList
+	case g.refused > 0 && since >= g.opts.AcceptRegressionAfter:
+		reason = RegressionStaleList
+	}
+	if reason != "" {
+		r := Regression{Reason: reason, ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused, Since: since}
+		if g.refused == 0 {
+			r.Since = 0
 		}
+		g.declaredListRVs = append(g.declaredListRVs, rv)
+		g.admitLocked(listRV)
+		g.mu.Unlock()
+		g.DeclareRegression(r)
 		return nil
 	}
-	g.refused++
-	g.staleRefused.Add(1)
-	err = &StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
-	g.logger.V(2).Info("Refusing a list older than the cache", "listResourceVersion", rv, "floor", floor.String(), "refused", g.refused)
+	if !fallback {
+		g.refused++
+		g.staleRefused.Add(1)
+	}
+	err := &StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
+	g.lastRefusal = err
+	g.mu.Unlock()
+	g.log().V(2).Info("Refusing a list older than the cache", "listResourceVersion", rv, "floor", floor.String(), "refused", err.Refused)
 	return err
 }
 
+// admitLocked records an admitted list at rv: the queue now holds rv.
+func (g *Guard) admitLocked(rv freshness.RV) {
+	g.refused = 0
+	g.restoring = false
+	g.admittedAny = true
+	g.delivered = rv
+	g.lists.Add(1)
+}
+
+// Plausible reports whether a watch event's or bookmark's resource version
+// rv can follow floor. A server's revision grows by one per write, so a
+// value more than ten times the floor plus 2^32 (about four billion writes
+// within one watch) is not a real revision but a misbehaving server's; were
+// it applied, every later event would look out of order. With no floor
+// (nothing listed yet) everything is plausible. Lists are not judged: a
+// list is the server's whole state.
+func Plausible(rv, floor freshness.RV) bool {
+	if floor.IsZero() {
+		return true
+	}
+	f, ok := floor.Uint64()
+	const margin = 1 << 32
+	if !ok || f > (^uint64(0)-margin)/10 {
+		// Beyond what 64 bits bound: allow one more digit.
+		return len(rv.String()) <= len(floor.String())+1
+	}
+	r, ok := rv.Uint64()
+	return ok && r <= f*10+margin
+}
+
+// admitEvent decides whether a watch event or bookmark at rv may enter the
+// queue, and raises the delivered floor when it does. While the stream is
+// comparable, a malformed or implausible rv is counted and skipped: one bad
+// value neither switches the guard off nor poisons the floor.
+func (g *Guard) admitEvent(rvs string, what string) bool {
+	rv, err := freshness.ParseRV(rvs)
+	g.mu.Lock()
+	if g.plain || !g.admittedAny {
+		g.mu.Unlock()
+		return true
+	}
+	if err != nil {
+		g.mu.Unlock()
+		g.malformed.Add(1)
+		g.log().Error(err, "Skipped a watch "+what+" with a malformed resource version; the stream's resource versions are otherwise comparable")
+		return false
+	}
+	if !Plausible(rv, g.delivered) {
+		floor := g.delivered.String()
+		g.mu.Unlock()
+		g.implausible.Add(1)
+		g.log().Error(nil, "Skipped a watch "+what+" with an implausible resource version, far ahead of the stream", "resourceVersion", truncate(rvs), "floor", floor)
+		return false
+	}
+	if rv.Compare(g.delivered) > 0 {
+		g.delivered = rv
+	}
+	g.mu.Unlock()
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
 // raise returns rv, or the floor when rv is an older comparable resource
-// version. "" (a consistent read) and "0" (any state) are left alone: the
-// Reflector falls back to "" after 410 Gone or "Too large resource
-// version", and raising it again would loop; Replace's check still applies.
-func (g *Guard) raise(rv string) string {
+// version or "0" (any state) while there is a floor. "" (a consistent read)
+// is left alone: the Reflector falls back to it after 410 Gone or "Too
+// large resource version", and it is at least as new as anything.
+func (g *Guard) raise(rv string, floor freshness.RV) string {
+	if rv == "" || floor.IsZero() {
+		return rv
+	}
+	if rv == "0" {
+		g.floorRaised.Add(1)
+		return floor.String()
+	}
 	parsed, err := freshness.ParseRV(rv)
 	if err != nil {
 		return rv
 	}
-	if floor := g.opts.Floor(); !parsed.AtLeast(floor) {
+	if !parsed.AtLeast(floor) {
 		g.floorRaised.Add(1)
 		return floor.String()
 	}
@@ -218,21 +494,70 @@ func (lw *guardedListerWatcher) Watch(options metav1.ListOptions) (watch.Interfa
 	return lw.WatchWithContext(context.Background(), options)
 }
 
-func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
-	// Only the first page names a resource version; later pages continue it.
-	if options.Continue == "" && options.ResourceVersion != "" && options.ResourceVersion != "0" {
-		options.ResourceVersion = lw.guard.raise(options.ResourceVersion)
-		if options.ResourceVersionMatch == "" {
+// startRV rewrites the resource version of a list (or watch-list) request:
+// "" while a declared restore waits for its relist or for a consistent
+// initial list; otherwise raised to the floor. It records whether the
+// request is a consistent read.
+func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pendingWatch = nil
+	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
+		options.ResourceVersion = ""
+		if !watchList { // a watch-list keeps NotOlderThan: with "" it is a consistent read too
+			options.ResourceVersionMatch = ""
+		}
+		g.listConsistent = true
+		return
+	}
+	if options.ResourceVersion != "" {
+		options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
+		if options.ResourceVersion != "0" && options.ResourceVersionMatch == "" {
 			options.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 		}
+	}
+	g.listConsistent = options.ResourceVersion == ""
+}
+
+func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	// Only the first page names a resource version; later pages continue it.
+	if options.Continue == "" {
+		lw.guard.startRV(&options, false)
 	}
 	return lw.inner.ListWithContext(ctx, options)
 }
 
 func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-	lw.guard.watches.Add(1)
-	options.ResourceVersion = lw.guard.raise(options.ResourceVersion)
-	return lw.inner.WatchWithContext(ctx, options)
+	g := lw.guard
+	g.watches.Add(1)
+	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
+	if watchList {
+		g.startRV(&options, true)
+	} else {
+		g.mu.Lock()
+		force := g.forceRelist
+		g.forceRelist = false
+		if !force {
+			options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
+		}
+		g.mu.Unlock()
+		if force {
+			// The Reflector would resume from where the old history was;
+			// a 410 makes it relist from the restored server instead.
+			return nil, apierrors.NewResourceExpired("freshinformer: relisting after a declared regression")
+		}
+	}
+	w, err := lw.inner.WatchWithContext(ctx, options)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.currentWatch = w
+	if watchList {
+		g.pendingWatch = w
+	}
+	g.mu.Unlock()
+	return w, nil
 }
 
 // IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher
@@ -243,8 +568,9 @@ func (lw *guardedListerWatcher) IsWatchListSemanticsUnSupported() bool {
 	return ok && u.IsWatchListSemanticsUnSupported()
 }
 
-// Queue is client-go's RealFIFO with the Guard's check on Replace, the one
-// call through which a list (plain or watch-list) reaches the cache.
+// Queue is client-go's RealFIFO with the Guard's checks on Replace (the one
+// call through which a list, plain or watch-list, reaches the cache) and on
+// watch events and bookmarks (their resource versions raise the floor).
 type Queue struct {
 	*toolscache.RealFIFO
 	guard *Guard
@@ -262,10 +588,101 @@ func (g *Guard) NewQueue(opts toolscache.RealFIFOOptions) *Queue {
 }
 
 // Replace refuses a list older than the floor (the Reflector backs off and
-// relists) and otherwise queues it.
+// relists) and otherwise queues it. When it refuses a watch-list's initial
+// events it stops that watch: client-go's Reflector falls back to a plain
+// list without stopping it.
 func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
-	if err := q.guard.admitList(resourceVersion); err != nil {
+	g := q.guard
+	g.mu.Lock()
+	w := g.pendingWatch
+	g.pendingWatch = nil
+	consistent := g.listConsistent
+	fallback := g.fallback && w == nil
+	g.fallback = false
+	g.mu.Unlock()
+	if err := g.admitList(resourceVersion, consistent, fallback); err != nil {
+		if w != nil {
+			w.Stop()
+			g.watchesStopped.Add(1)
+			g.mu.Lock()
+			g.fallback = true
+			if g.currentWatch == w {
+				g.currentWatch = nil
+			}
+			g.mu.Unlock()
+		}
 		return err
 	}
 	return q.RealFIFO.Replace(list, resourceVersion)
 }
+
+// Add queues a watch event's object unless its resource version is
+// malformed or implausible (see Plausible) in a comparable stream.
+func (q *Queue) Add(obj interface{}) error {
+	if !q.guard.admitEvent(resourceVersionOf(obj), "event") {
+		return nil
+	}
+	return q.RealFIFO.Add(obj)
+}
+
+// Update is Add for a modified object.
+func (q *Queue) Update(obj interface{}) error {
+	if !q.guard.admitEvent(resourceVersionOf(obj), "event") {
+		return nil
+	}
+	return q.RealFIFO.Update(obj)
+}
+
+// Delete is Add for a deleted object.
+func (q *Queue) Delete(obj interface{}) error {
+	if !q.guard.admitEvent(resourceVersionOf(obj), "event") {
+		return nil
+	}
+	return q.RealFIFO.Delete(obj)
+}
+
+// Bookmark queues a bookmark unless its resource version is malformed or
+// implausible in a comparable stream.
+func (q *Queue) Bookmark(resourceVersion string) error {
+	if !q.guard.admitEvent(resourceVersion, "bookmark") {
+		return nil
+	}
+	return q.RealFIFO.Bookmark(resourceVersion)
+}
+
+func resourceVersionOf(obj interface{}) string {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+// ClassifyError returns err so that errors.Is(err, ErrStaleList) and
+// errors.As(err, **StaleListError) hold when err reports a list this Guard
+// refused, even if the chain was flattened on the way (client-go's
+// Reflector wraps list errors with %v). Other errors are returned as is.
+func (g *Guard) ClassifyError(err error) error {
+	if err == nil || errors.Is(err, ErrStaleList) {
+		return err
+	}
+	g.mu.Lock()
+	last := g.lastRefusal
+	g.mu.Unlock()
+	msg := err.Error()
+	if last == nil || !strings.Contains(msg, last.Error()) {
+		return err
+	}
+	return &refusedError{msg: msg, cause: last}
+}
+
+// refusedError keeps a flattened error's message and restores its cause.
+type refusedError struct {
+	msg   string
+	cause *StaleListError
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.cause }

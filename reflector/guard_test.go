@@ -58,7 +58,7 @@ func TestListerWatcherRaisesToFloor(t *testing.T) {
 		{ResourceVersion: "50"},                                // raised, NotOlderThan
 		{ResourceVersion: "150", Limit: 500},                   // kept, NotOlderThan
 		{ResourceVersion: ""},                                  // consistent read: kept
-		{ResourceVersion: "0"},                                 // any state: kept
+		{ResourceVersion: "0"},                                 // any state: raised (there is a floor)
 		{ResourceVersion: "50", Continue: "token"},             // a later page: kept
 		{ResourceVersion: "50", ResourceVersionMatch: "Exact"}, // raised, match kept
 	} {
@@ -67,7 +67,7 @@ func TestListerWatcherRaisesToFloor(t *testing.T) {
 		}
 	}
 	want := []struct{ rv, match string }{
-		{"100", "NotOlderThan"}, {"150", "NotOlderThan"}, {"", ""}, {"0", ""}, {"50", ""}, {"100", "Exact"},
+		{"100", "NotOlderThan"}, {"150", "NotOlderThan"}, {"", ""}, {"100", "NotOlderThan"}, {"50", ""}, {"100", "Exact"},
 	}
 	for i, w := range want {
 		if got := inner.lists[i]; got.ResourceVersion != w.rv || string(got.ResourceVersionMatch) != w.match {
@@ -86,8 +86,8 @@ func TestListerWatcherRaisesToFloor(t *testing.T) {
 			t.Errorf("watch %d started at %q, want %q", i, got, want)
 		}
 	}
-	if s := g.Stats(); s.FloorRaised != 3 || s.Watches != 3 {
-		t.Errorf("stats %+v, want 3 raised, 3 watches", s)
+	if s := g.Stats(); s.FloorRaised != 4 || s.Watches != 3 {
+		t.Errorf("stats %+v, want 4 raised, 3 watches", s)
 	}
 }
 

@@ -1,0 +1,201 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// probeTimeout bounds one restore verification probe.
+const probeTimeout = 10 * time.Second
+
+// recentCapacity is how many applied event resource versions an informer
+// remembers to recognise its own recorded writes.
+const recentCapacity = 1024
+
+// recentRVs remembers the resource versions of the last applied events, in
+// the order applied (non-decreasing: older events are rejected), so that a
+// recorded write below the cache's resource version can be told apart: one
+// the stream delivered is fine, one it never delivered may come from a
+// server restored to an older revision. Only values that fit in 64 bits are
+// kept. Not safe for concurrent use (FreshInformer holds blockDeltas).
+type recentRVs struct {
+	ring  [recentCapacity]uint64
+	next  int // where the next value goes
+	count int
+}
+
+func (r *recentRVs) add(rv freshness.RV) {
+	n, ok := rv.Uint64()
+	if !ok {
+		return
+	}
+	r.ring[r.next] = n
+	r.next = (r.next + 1) % recentCapacity
+	if r.count < recentCapacity {
+		r.count++
+	}
+}
+
+func (r *recentRVs) reset() { r.next, r.count = 0, 0 }
+
+// contains reports whether rv was among the remembered values.
+func (r *recentRVs) contains(rv freshness.RV) bool {
+	n, ok := rv.Uint64()
+	if !ok || r.count == 0 {
+		return false
+	}
+	first := (r.next - r.count + recentCapacity) % recentCapacity
+	at := func(i int) uint64 { return r.ring[(first+i)%recentCapacity] }
+	i := sort.Search(r.count, func(i int) bool { return at(i) >= n })
+	return i < r.count && at(i) == n
+}
+
+// prober runs restore verification probes one at a time, on the informer's
+// run context, and lets WaitForFreshness callers wait for the one in
+// flight. Safe for concurrent use.
+type prober struct {
+	inflight atomic.Pointer[probeRun]
+
+	mu      sync.Mutex
+	ctx     context.Context // the run context; nil before start and after stop
+	again   bool            // a suspicious write came while a probe ran
+	probes  uint64
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+type probeRun struct{ done chan struct{} }
+
+func (p *prober) start(ctx context.Context) {
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+}
+
+func (p *prober) stop() {
+	p.mu.Lock()
+	p.ctx, p.stopped = nil, true
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// launch runs verify unless a probe is in flight (then one more runs after
+// it) or the informer is not running.
+func (p *prober) launch(verify func(context.Context)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		return
+	}
+	if p.inflight.Load() != nil {
+		p.again = true
+		return
+	}
+	run := &probeRun{done: make(chan struct{})}
+	p.inflight.Store(run)
+	ctx := p.ctx
+	p.wg.Go(func() {
+		for {
+			p.mu.Lock()
+			p.probes++
+			p.mu.Unlock()
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			verify(pctx)
+			cancel()
+			p.mu.Lock()
+			if !p.again || p.ctx == nil {
+				p.inflight.Store(nil)
+				close(run.done)
+				p.mu.Unlock()
+				return
+			}
+			p.again = false
+			p.mu.Unlock()
+		}
+	})
+}
+
+// wait blocks while a probe is in flight. It returns a *freshness.WaitError
+// if ctx ends first.
+func (p *prober) wait(ctx context.Context, target string, current func() string) error {
+	run := p.inflight.Load()
+	if run == nil {
+		return nil
+	}
+	start := time.Now()
+	select {
+	case <-run.done:
+		return nil
+	case <-ctx.Done():
+		return &freshness.WaitError{Target: target, Current: current(), Waited: time.Since(start), Err: ctx.Err()}
+	}
+}
+
+func (p *prober) count() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probes
+}
+
+// checkWrite is told of a write's resource version (RecordWrite). A write
+// below what the cache applied that the stream never delivered may come
+// from a server restored to an older revision (etcd restored without
+// --bump-revision): a consistent probe tells, and WaitForFreshness callers
+// wait for its answer instead of being told "fresh" by the old history.
+func (f *FreshInformer) checkWrite(rv freshness.RV) {
+	if f.incomparable.Load() {
+		return
+	}
+	f.blockDeltas.Lock()
+	suspicious := !f.restoring && !f.applied.IsZero() && rv.Compare(f.applied) < 0 && !f.recent.contains(rv)
+	f.blockDeltas.Unlock()
+	if suspicious {
+		f.probes.launch(f.verifyServer)
+	}
+}
+
+// verifyServer asks the server for its current resource version with a
+// consistent read. Below the floor, the server's history went back: the
+// informer declares it, forgets its freshness (waits block until the
+// relist is applied) and relists from the restored server.
+func (f *FreshInformer) verifyServer(ctx context.Context) {
+	floor := f.guard.Floor()
+	if floor.IsZero() {
+		return
+	}
+	got, err := f.ProbeResourceVersion(ctx)
+	if err != nil {
+		f.logger.V(2).Info("Restore verification probe failed", "err", err)
+		return
+	}
+	server, err := freshness.ParseRV(got)
+	if err != nil || server.AtLeast(floor) {
+		return
+	}
+	f.blockDeltas.Lock()
+	f.restoring = true
+	f.applied = freshness.RV{}
+	f.recent.reset()
+	f.tracker.Reset(freshness.RV{})
+	f.blockDeltas.Unlock()
+	f.guard.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: got, Floor: floor.String()})
+}
+
+// parseInitialFloor validates Options.InitialFloor ("" for none).
+func parseInitialFloor(s string) (freshness.RV, error) {
+	if s == "" {
+		return freshness.RV{}, nil
+	}
+	rv, err := freshness.ParseRV(s)
+	if err != nil {
+		return freshness.RV{}, fmt.Errorf("initial floor: %w", err)
+	}
+	return rv, nil
+}

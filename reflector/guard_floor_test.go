@@ -1,0 +1,230 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+func rv(t *testing.T, s string) freshness.RV {
+	t.Helper()
+	r, err := freshness.ParseRV(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func obj(rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: rv}}
+}
+
+func TestPlausible(t *testing.T) {
+	for _, c := range []struct {
+		rv, floor string
+		want      bool
+	}{
+		{"5", "", true},
+		{"11", "10", true},
+		{"4295000000", "10", false}, // more than 10x + 2^32 ahead
+		{"1000000400", "306", true}, // --bump-revision's usual billion
+		{"9999999999999999999999999999999999999999", "10", false},
+		{"99999999999999999999999", "18446744073709551615", false}, // beyond 64 bits: one more digit at most
+		{"184467440737095516150", "18446744073709551615", true},
+		{"5", "10", true}, // older is plausible: ordering rejects it elsewhere
+	} {
+		var floor freshness.RV
+		if c.floor != "" {
+			floor = rv(t, c.floor)
+		}
+		if got := Plausible(rv(t, c.rv), floor); got != c.want {
+			t.Errorf("Plausible(%s, %s) = %v, want %v", c.rv, c.floor, got, c.want)
+		}
+	}
+}
+
+// The delivered floor only grows with plausible, well-formed RVs.
+func TestQueueFloorIgnoresOlderMalformedAndImplausible(t *testing.T) {
+	g := NewGuard(Options{})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	if err := q.Replace(nil, "10"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { return q.Add(obj("30")) },
+		func() error { return q.Update(obj("20")) }, // older: queued, floor stays
+		func() error { return q.Bookmark("25") },
+		func() error { return q.Delete(obj("x1")) },
+		func() error { return q.Bookmark("9999999999999999999999999999999999999999") },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := g.Floor().String(); f != "30" {
+		t.Fatalf("floor = %s, want 30", f)
+	}
+	s := g.Stats()
+	if s.MalformedSkipped != 1 || s.ImplausibleSkipped != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if err := q.Replace(nil, "20"); !errors.Is(err, ErrStaleList) {
+		t.Fatalf("list at 20 below the floor 30: %v", err)
+	}
+}
+
+// scriptWL serves watches that record Stop.
+type scriptWL struct {
+	watchers []*watch.RaceFreeFakeWatcher
+	lists    []metav1.ListOptions
+	watches  []metav1.ListOptions
+}
+
+func (s *scriptWL) List(o metav1.ListOptions) (runtime.Object, error) {
+	s.lists = append(s.lists, o)
+	return &corev1.ConfigMapList{}, nil
+}
+
+func (s *scriptWL) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	s.watches = append(s.watches, o)
+	w := watch.NewRaceFreeFake()
+	s.watchers = append(s.watchers, w)
+	return w, nil
+}
+
+func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
+	g := NewGuard(Options{InitialFloor: rv(t, "100")})
+	inner := &scriptWL{}
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	ctx := context.Background()
+
+	// A re-watch-list from the last synced RV (the first, at "", is a
+	// consistent read: below the floor it would prove a restore).
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Replace(nil, "50"); !errors.Is(err, ErrStaleList) {
+		t.Fatalf("watch-list at 50: %v", err)
+	}
+	if !w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+		t.Fatal("the refused watch-list's watch was left open")
+	}
+	// client-go's fallback list in the same attempt.
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "90"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := inner.lists[0]; o.ResourceVersion != "100" || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+		t.Fatalf("fallback list asked %q %q, want 100 NotOlderThan", o.ResourceVersion, o.ResourceVersionMatch)
+	}
+	if err := q.Replace(nil, "60"); !errors.Is(err, ErrStaleList) {
+		t.Fatalf("fallback list at 60: %v", err)
+	}
+	if s := g.Stats(); s.StaleListsRefused != 1 || s.WatchesStopped != 1 {
+		t.Fatalf("stats %+v: want one refusal, one watch stopped", s)
+	}
+	// The next attempt counts again.
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "90"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Replace(nil, "70"); !errors.Is(err, ErrStaleList) {
+		t.Fatal(err)
+	}
+	if s := g.Stats(); s.StaleListsRefused != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	// An accepted watch-list keeps its watch.
+	w, err = lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Replace(nil, "150"); err != nil {
+		t.Fatal(err)
+	}
+	if w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+		t.Fatal("an accepted watch-list's watch was stopped")
+	}
+	w.Stop()
+}
+
+func TestClassifyError(t *testing.T) {
+	g := NewGuard(Options{InitialFloor: rv(t, "100")})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	refusal := q.Replace(nil, "50")
+	flat := fmt.Errorf("unable to sync list result: %v", refusal)
+	if errors.Is(flat, ErrStaleList) {
+		t.Fatal("test premise broken: a flattened error kept its chain")
+	}
+	got := g.ClassifyError(flat)
+	var se *StaleListError
+	if !errors.Is(got, ErrStaleList) || !errors.As(got, &se) || se.ListResourceVersion != "50" || got.Error() != flat.Error() {
+		t.Fatalf("ClassifyError = %v", got)
+	}
+	if !IsStaleList(flat) {
+		t.Fatal("IsStaleList missed a flattened refusal")
+	}
+	other := errors.New("connection refused")
+	if g.ClassifyError(other) != other || IsStaleList(other) {
+		t.Fatal("an unrelated error was classified as a refusal")
+	}
+}
+
+// BeginRestore: the current watch stops, the next plain watch fails with
+// 410 so the Reflector relists, and the relist is a consistent read
+// accepted whatever its resource version, declared only once.
+func TestBeginRestore(t *testing.T) {
+	var got []Regression
+	g := NewGuard(Options{OnRegression: func(r Regression) { got = append(got, r) }})
+	inner := &scriptWL{}
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	ctx := context.Background()
+	if err := q.Replace(nil, "100"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.BeginRestore(Regression{Reason: RegressionServerBehind, ListResourceVersion: "60", Floor: "100"})
+	if !w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+		t.Fatal("the current watch was not stopped")
+	}
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); !apierrors.IsResourceExpired(err) {
+		t.Fatalf("watch after a restore = %v, want 410", err)
+	}
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := inner.lists[len(inner.lists)-1]; o.ResourceVersion != "" || o.ResourceVersionMatch != "" {
+		t.Fatalf("relist after a restore asked %q %q, want a consistent read", o.ResourceVersion, o.ResourceVersionMatch)
+	}
+	if err := q.Replace(nil, "60"); err != nil {
+		t.Fatalf("relist after a restore refused: %v", err)
+	}
+	if !g.TakeDeclared("60") || g.TakeDeclared("60") {
+		t.Fatal("the relist is not marked as declared (once)")
+	}
+	if len(got) != 1 || g.Stats().Regressions != 1 {
+		t.Fatalf("declared %v", got)
+	}
+	if f := g.Floor().String(); f != "60" {
+		t.Fatalf("floor after restore = %s", f)
+	}
+}
