@@ -180,6 +180,7 @@ type Server struct {
 	stats     Stats
 	closed    bool
 	down      bool // restarting: every request fails
+	mangled   map[uint64]bool // writes served with a malformed resourceVersion
 }
 
 // New returns a Server at revision 1 with no objects.
@@ -317,6 +318,14 @@ func (s *Server) State() map[string]Version {
 		m[name] = VersionOf(obj)
 	}
 	return m
+}
+
+// Mangled reports whether the write was served with a malformed
+// resourceVersion on some stream.
+func (s *Server) Mangled(write uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mangled[write]
 }
 
 // Names returns every key written in the current timeline.
@@ -915,6 +924,10 @@ func (s *Server) deliverLocked(w *watcher) {
 		if s.hit(f.Malformed) {
 			obj.ResourceVersion = "m" + obj.ResourceVersion
 			s.stats.Malformed++
+			if s.mangled == nil {
+				s.mangled = map[uint64]bool{}
+			}
+			s.mangled[rec.write] = true
 		}
 		ev := watch.Event{Type: rec.typ, Object: obj}
 		w.push(ev)
