@@ -163,17 +163,6 @@ func TestReplayedDeleteOfGoneKeyIsRejected(t *testing.T) {
 	})
 }
 
-// stopRecordingLW is a scriptedLW whose watchers say whether they were
-// stopped.
-func watchersOf(t *testing.T, lw *scriptedLW, n int) []*watch.RaceFreeFakeWatcher {
-	t.Helper()
-	ws := make([]*watch.RaceFreeFakeWatcher, n)
-	for i := range ws {
-		ws[i] = lw.nextWatcher()
-	}
-	return ws
-}
-
 // Defect 3: a watch-list whose initial events are refused is stopped (not
 // leaked), and the refusal is counted once though client-go falls back to
 // a plain list in the same attempt.
@@ -558,4 +547,33 @@ func TestInitialFloor(t *testing.T) {
 			t.Fatalf("first list asked RV %q, want a consistent read", o.ResourceVersion)
 		}
 	})
+}
+
+// The regression callback may call back into the informer.
+func TestRegressionHandlerMayCallInformer(t *testing.T) {
+	var inf *FreshInformer
+	done := make(chan struct{}, 1)
+	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
+	inf = NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithRegressionHandler(func(reflector.Regression) {
+		_ = inf.RecordWrite("1")
+		_ = inf.GetIndexer().List()
+		_ = inf.LastObservedResourceVersion()
+		if _, err := inf.AddEventHandler(newRecorder()); err != nil {
+			t.Error(err)
+		}
+		done <- struct{}{}
+	}))
+	runInformer(t, inf)
+	w := lw.nextWatcher()
+	waitSynced(t, inf)
+	w.Modify(cm("a", "20"))
+	waitFresh(t, inf, "20")
+	lw.queueLists(listResponse{rv: "30", objects: []*corev1.ConfigMap{cm("a", "3")}})
+	w.Error(goneError())
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the regression handler did not return (deadlock?)")
+	}
+	waitFresh(t, inf, "30")
 }

@@ -87,8 +87,11 @@ func (f *FreshInformer) waitObserved(ctx context.Context, rv string) error {
 // RecordWrite tells the informer that a write returned resource version rv
 // just now. It makes rv the newest resource version known from the server
 // (for the lag metric) if it is, and with metrics on, records how long the
-// cache takes to reach it. It returns an error matching
-// freshness.ErrIncomparable for a malformed rv.
+// cache takes to reach it. A write below the cache's resource version that
+// the stream never delivered starts a consistent limit=1 probe (one at a
+// time; WaitForFreshness callers wait for its answer) that detects a server
+// restored to an older revision. It returns an error
+// matching freshness.ErrIncomparable for a malformed rv.
 func (f *FreshInformer) RecordWrite(rv string) error {
 	parsed, err := freshness.ParseRV(rv)
 	if err != nil {

@@ -32,7 +32,12 @@ type Options struct {
 	// refused before one is accepted as a declared regression. Zero means
 	// reflector.DefaultAcceptRegressionAfter.
 	AcceptRegressionAfter time.Duration
-	// OnRegression, if set, is called for every declared regression.
+	// OnRegression, if set, is called once for every declared regression
+	// (Regression.Reason says which kind: stale lists past the bound, a
+	// consistent list below the floor, keys a newer list moved back, or a
+	// server found behind the cache by a probe). It runs on the goroutine
+	// that detected it, outside the informer's locks: it may call the
+	// informer but must be quick and must not block.
 	OnRegression func(reflector.Regression)
 	// Clock drives resyncs and the regression bound; tests set a fake one.
 	Clock clock.Clock

@@ -244,7 +244,7 @@ func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNoInformer, gr)
 		}
-		if !inf.tracker.Reached(rv) {
+		if !inf.reached(rv) {
 			return &NotFreshError{Owner: owner, Resource: gr, Written: rv.String(), Observed: inf.LastObservedResourceVersion()}
 		}
 	}
