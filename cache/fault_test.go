@@ -1066,3 +1066,163 @@ func (h *checkingHandler) OnUpdate(old, obj any) {
 }
 
 func (h *checkingHandler) OnDelete(obj any) { h.see("delete", obj, true) }
+
+// --- Wrap ------------------------------------------------------------------------
+
+// TestFaultSuiteWrap runs client-go's own informer, wrapped with Wrap,
+// through the model's honest faults (relists of many objects, closes, 410,
+// compaction, lagging replicas, list errors) with client-go's gates as the
+// seed says. After every WaitForFreshness(rv) that returns nil, the indexer
+// must hold a state the model had from rv on, for every key. With the
+// AtomicFIFO gate off, Wrap may refuse instead (lists then reach the
+// indexer one object at a time).
+func TestFaultSuiteWrap(t *testing.T) {
+	seeds := faultSeedList(t)
+	if *faultSeed == 0 && *faultSeeds == 0 {
+		seeds = seeds[:min(len(seeds), 4)]
+	}
+	runSeeds(t, "TestFaultSuiteWrap", seeds, runWrapSeed)
+}
+
+func runWrapSeed(seed uint64) *seedReport {
+	rng := rand.New(rand.NewPCG(seed, 0x3a9))
+	cfg := configOf(seed)
+	rep := &seedReport{seed: seed, cfg: cfg, counts: map[string]int{}}
+	start := time.Now()
+	var mu sync.Mutex
+	failf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(rep.failures) < 12 {
+			rep.failures = append(rep.failures, fmt.Sprintf("%6s ", time.Since(start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+		}
+	}
+	count := func(what string) { mu.Lock(); rep.counts[what]++; mu.Unlock() }
+
+	srv := apimodel.New(apimodel.Options{Seed: seed, Replicas: 1 + rng.IntN(2), PageSize: 3 + rng.IntN(5), TooLargeWait: 30 * time.Millisecond})
+	defer srv.Close()
+	keys := 40 + rng.IntN(60)
+	for i := range keys {
+		_, _ = srv.Create(fmt.Sprintf("k%02d", i), "0")
+	}
+	// An index function that is sometimes slow (as costly ones are) widens
+	// the window in which a list is half applied.
+	slow := toolscache.Indexers{"slow": func(obj any) ([]string, error) {
+		if c, ok := obj.(*corev1.ConfigMap); ok && len(c.Name) > 0 && c.Name[len(c.Name)-1] == '7' {
+			time.Sleep(time.Millisecond)
+		}
+		return nil, nil
+	}}
+	plain := toolscache.NewSharedIndexInformer(srv, &corev1.ConfigMap{}, 0, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); plain.RunWithContext(ctx) }()
+	defer func() { cancel(); <-stopped; rep.took = time.Since(start); rep.srv = srv.Stats() }()
+
+	w, err := Wrap(ctx, plain)
+	if err != nil {
+		if cfg.atomicFIFO {
+			failf("Wrap with the AtomicFIFO gate on: %v", err)
+		} else {
+			count("wrap-refused") // a documented refusal
+		}
+		return rep
+	}
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	synced := toolscache.WaitForCacheSync(syncCtx.Done(), w.HasSynced)
+	syncCancel()
+	if !synced {
+		failf("the informer did not sync in 30s")
+		return rep
+	}
+
+	done := make(chan struct{})
+	var work sync.WaitGroup
+	work.Go(func() { // writer: every key, so that lists hold many recent RVs
+		wrng := rand.New(rand.NewPCG(seed, 1))
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Duration(300+wrng.IntN(1500)) * time.Microsecond):
+			}
+			name := fmt.Sprintf("k%02d", wrng.IntN(keys))
+			if _, err := srv.Update(name, strconv.Itoa(i)); apierrors.IsNotFound(err) {
+				_, _ = srv.Create(name, strconv.Itoa(i))
+			} else if wrng.IntN(10) == 0 {
+				_, _ = srv.Delete(name)
+			}
+		}
+	})
+	for i := range 4 {
+		work.Go(func() {
+			wrng := rand.New(rand.NewPCG(seed, 20+uint64(i)))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				rev := srv.Rev()
+				target := rev - min(rev-1, uint64(wrng.IntN(20)))
+				wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := w.WaitForFreshness(wctx, strconv.FormatUint(target, 10))
+				wcancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						failf("WaitForFreshness(%d) = %v", target, err)
+					}
+					count("waits-timeout")
+					continue
+				}
+				count("checks")
+				cached := map[string]apimodel.Version{}
+				for _, obj := range w.GetIndexer().List() {
+					c := obj.(*corev1.ConfigMap)
+					cached[c.Name] = apimodel.VersionOf(c)
+				}
+				var problems []string
+				for _, n := range srv.Names() {
+					states := srv.StatesSince(n, target)
+					got := cached[n]
+					if !slices.ContainsFunc(states, func(v apimodel.Version) bool { return v.Exists == got.Exists && v.Write == got.Write }) {
+						problems = append(problems, fmt.Sprintf("%s is cached as %v; the model's states of it since %d: %v", n, got, target, states))
+					}
+				}
+				if len(problems) > 0 {
+					failf("Wrap: WaitForFreshness(%d) returned nil (LastObservedResourceVersion %s), but %d keys are older: %s", target, w.LastObservedResourceVersion(), len(problems), strings.Join(problems[:min(3, len(problems))], "; "))
+				}
+			}
+		})
+	}
+	// Faults: relists of the whole collection, and more.
+	phase := *faultTime
+	for t0 := time.Now(); time.Since(t0) < phase; {
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+		switch rng.IntN(5) {
+		case 0:
+			srv.CloseWatches()
+			rep.schedule = append(rep.schedule, "close")
+		case 1, 2:
+			srv.Compact(srv.Rev())
+			srv.GoneWatches()
+			rep.schedule = append(rep.schedule, "compact+gone")
+		case 3:
+			i := rng.IntN(srv.Replicas())
+			srv.Freeze(i)
+			srv.GoneWatches()
+			time.Sleep(100 * time.Millisecond)
+			srv.Thaw(i)
+			rep.schedule = append(rep.schedule, "lagging-replica+gone")
+		case 4:
+			srv.SetFaults(apimodel.Faults{ListError: 0.3, Bookmark: 0.1})
+			srv.GoneWatches()
+			time.Sleep(100 * time.Millisecond)
+			srv.SetFaults(apimodel.Faults{Bookmark: 0.1})
+			rep.schedule = append(rep.schedule, "list-errors+gone")
+		}
+	}
+	close(done)
+	work.Wait()
+	return rep
+}
