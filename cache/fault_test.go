@@ -38,7 +38,7 @@ var (
 	faultBudget   = flag.Duration("fault.budget", 0, "fault suite: start no new seeds after this long (0: no limit)")
 	faultTime     = flag.Duration("fault.time", 1500*time.Millisecond, "fault suite: fault phase of one seed")
 	faultParallel = flag.Int("fault.parallel", 8, "fault suite: seeds run at once")
-	faultKinds    = flag.String("fault.kinds", "", "fault suite: comma-separated fault kinds to allow (default all; see faultKindNames)")
+	faultKinds    = flag.String("fault.kinds", "", "fault suite: comma-separated fault kinds to allow (default all; an unknown name is an error listing them)")
 )
 
 // faultConfig is the client-go feature gates a seed runs with.
@@ -285,6 +285,11 @@ func allowedKinds() []faultKind {
 		return faultKindList
 	}
 	allow := strings.Split(*faultKinds, ",")
+	for _, a := range allow {
+		if !slices.Contains(faultKindNames(), a) {
+			panic(fmt.Sprintf("-fault.kinds: unknown kind %q; kinds: %s", a, strings.Join(faultKindNames(), ",")))
+		}
+	}
 	var out []faultKind
 	for _, k := range faultKindList {
 		if slices.Contains(allow, k.name) {

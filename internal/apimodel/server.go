@@ -179,7 +179,7 @@ type Server struct {
 	changed   chan struct{} // closed and replaced on every change
 	stats     Stats
 	closed    bool
-	down      bool // restarting: every request fails
+	down      bool            // restarting: every request fails
 	mangled   map[uint64]bool // writes served with a malformed resourceVersion
 }
 

@@ -370,7 +370,9 @@ func TestClientGoReflector(t *testing.T) {
 	for i := range 200 {
 		name := fmt.Sprintf("k%d", i%10)
 		if _, err := s.Update(name, fmt.Sprint(i)); apierrors.IsNotFound(err) {
-			_, err = s.Create(name, fmt.Sprint(i))
+			if _, err := s.Create(name, fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i%7 == 0 {
 			_, _ = s.Delete(fmt.Sprintf("k%d", (i+3)%10))
