@@ -240,13 +240,12 @@ var faultKindList = []faultKind{
 		// bookmark or replays an older event; a 410 forces a relist, which
 		// may reach the lagging replica.
 		frozen := r.srv.FreezeIdle()
-		rev := r.srv.Rev()
 		// r.rng belongs to the driver: choose now, act later.
-		bookmarkRV := strconv.FormatUint(rev-min(rev-1, uint64(r.rng.IntN(5))), 10)
+		ago := uint64(1 + r.rng.IntN(5))
 		useBookmark := r.rng.IntN(2) == 0
 		r.after(r.jitter(150*time.Millisecond), func() {
 			if useBookmark {
-				r.srv.InjectBookmark(bookmarkRV)
+				r.srv.InjectOlderBookmark(ago)
 			} else {
 				r.srv.ReplayWatches()
 			}

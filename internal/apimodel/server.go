@@ -508,15 +508,17 @@ func (s *Server) SetDown(down bool) {
 	s.broadcastLocked()
 }
 
-// InjectBookmark sends a bookmark at rv on every stream that asked for
-// bookmarks (a misbehaving server: rv may be older than the stream or far
-// ahead of the server).
-func (s *Server) InjectBookmark(rv string) {
+// InjectOlderBookmark sends, on every stream that asked for bookmarks, a
+// bookmark ago revisions older than what the stream has sent (a
+// misbehaving server). Never newer: a bookmark ahead of the stream would
+// claim events it never sent, which no client can tell.
+func (s *Server) InjectOlderBookmark(ago uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for w := range s.watchers {
-		if w.bookmarks && !w.ended {
-			w.push(bookmarkEvent(rv, false))
+		if w.bookmarks && !w.ended && w.sent > 1 {
+			w.push(bookmarkEvent(strconv.FormatUint(w.sent-min(w.sent-1, ago), 10), false))
+			s.stats.OlderBookmarks++
 		}
 	}
 }
