@@ -825,9 +825,9 @@ func (r *seedRun) sample(stop <-chan struct{}) {
 			}
 			last = cur
 		}
-		if st := r.srv.Stats(); st.OpenWatches > 1 && !leakReported && !r.stopping.Load() {
+		if st := r.srv.Stats(); st.LiveStreams > 1 && !leakReported && !r.stopping.Load() {
 			leakReported = true
-			r.failf("%d watches open at once: the informer leaked a watch (server stats %+v)", st.OpenWatches, st)
+			r.failf("%d watch streams neither read to the end nor stopped: the informer leaked a watch (server stats %+v)", st.LiveStreams, st)
 		}
 	}
 }

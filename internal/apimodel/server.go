@@ -130,6 +130,10 @@ type Stats struct {
 	// now (not ended by the server, stopped by the client or by its context),
 	// MaxOpenWatches the most at once.
 	Watches, OpenWatches, MaxOpenWatches int
+	// LiveStreams counts streams whose events the client has neither read
+	// to the end nor released with Stop (an HTTP stream and a decoding
+	// goroutine in a real client); MaxLiveStreams the most at once.
+	LiveStreams, MaxLiveStreams int
 	// What a misbehaving server sent.
 	Malformed, FarFuture, Duplicated, Replayed, OlderBookmarks int
 	// StaleProxyLists counts lists and watch-lists answered by the stale
@@ -1008,6 +1012,8 @@ func (s *Server) newWatcherLocked(ctx context.Context, o metav1.ListOptions, r i
 	s.stats.Watches++
 	s.stats.OpenWatches++
 	s.stats.MaxOpenWatches = max(s.stats.MaxOpenWatches, s.stats.OpenWatches)
+	s.stats.LiveStreams++
+	s.stats.MaxLiveStreams = max(s.stats.MaxLiveStreams, s.stats.LiveStreams)
 	go w.pump()
 	return w
 }
@@ -1048,6 +1054,11 @@ func (w *watcher) wake() {
 func (w *watcher) pump() {
 	defer close(w.done)
 	defer close(w.result)
+	defer func() { // before the client can see the end and open another
+		w.s.mu.Lock()
+		w.s.stats.LiveStreams--
+		w.s.mu.Unlock()
+	}()
 	for {
 		w.mu.Lock()
 		q, final := w.queue, w.final

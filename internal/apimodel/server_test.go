@@ -237,8 +237,8 @@ func TestWatchSemantics(t *testing.T) {
 	cancel()
 	ended(t, w3)
 	w3.Stop()
-	if st := s.Stats(); st.OpenWatches != 0 {
-		t.Fatalf("open watches %d", st.OpenWatches)
+	if st := s.Stats(); st.OpenWatches != 0 || st.LiveStreams != 0 {
+		t.Fatalf("open watches %d, live streams %d", st.OpenWatches, st.LiveStreams)
 	}
 }
 
