@@ -6,7 +6,7 @@ FUZZTIME ?= 60s
 BENCHCOUNT ?= 10
 PKGS := ./...
 
-.PHONY: help test promtool bench fuzz lint
+.PHONY: help test promtool bench fuzz lint soak soak-model
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -34,6 +34,22 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 60s).
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+# The model fault suite (cache/fault_test.go over internal/apimodel): make
+# test runs 24 seeds; soak-model runs up to SOAK_SEEDS seeds from a random
+# first one (printed), for at most SOAK_TIME. A failure prints the seed and
+# the command that replays it.
+SOAK_SEEDS ?= 5000
+SOAK_TIME ?= 10m
+SOAK_FAULT_TIME ?= 3s
+SOAK_PARALLEL ?= 8
+
+soak: soak-model ## Every soak: the model fault suite (others add real-cluster soaks).
+
+soak-model: ## Fault suite over the model API server: SOAK_SEEDS seeds, for at most SOAK_TIME, -race.
+	$(GO) test -race -count=1 -timeout 0 ./cache -run '^TestFaultSuite' \
+	  -fault.first=0 -fault.seeds=$(SOAK_SEEDS) -fault.budget=$(SOAK_TIME) \
+	  -fault.time=$(SOAK_FAULT_TIME) -fault.parallel=$(SOAK_PARALLEL)
 
 lint: ## gofmt check, go vet, staticcheck (pinned).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
