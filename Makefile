@@ -44,7 +44,7 @@ SOAK_TIME ?= 10m
 SOAK_FAULT_TIME ?= 3s
 SOAK_PARALLEL ?= 8
 
-soak: soak-model ## Every soak: the model fault suite (others add real-cluster soaks).
+soak: soak-model soak-cluster ## Every soak: the model fault suite, then randomized faults on a real control plane.
 
 soak-model: ## Fault suite over the model API server: SOAK_SEEDS seeds, for at most SOAK_TIME, -race.
 	$(GO) test -race -count=1 -timeout 0 ./cache -run '^TestFaultSuite' \
@@ -91,9 +91,7 @@ SOAK_DURATION ?= 5m
 SOAK_SEED ?=
 SCALE_ARGS ?=
 
-.PHONY: soak soak-cluster scale
-
-soak: soak-cluster ## Every soak: randomized faults for minutes, with the fault tests' checks.
+.PHONY: soak-cluster scale
 
 soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restarts, compaction, etcd restores) for SOAK_DURATION (default 5m); SOAK_SEED replays one.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
