@@ -10,8 +10,8 @@
 //	   │ Replace, Add/Update/Delete, Bookmark
 //	   ▼
 //	guarded queue (reflector.Guard + an atomic RealFIFO)
-//	   │   refuses lists older than the floor; skips single events and
-//	   │   bookmarks whose RV is malformed or implausible; raises the
+//	   │   refuses lists older than the floor; skips events and bookmarks
+//	   │   whose RV is implausible, bookmarks whose RV is malformed; raises the
 //	   │   delivered part of the floor
 //	   ▼
 //	apply (one goroutine, stream order, under one lock)
@@ -46,10 +46,12 @@
 // brings keys back to older states, a recorded write confirmed below it, and
 // older lists served for longer than AcceptRegressionAfter are declared
 // regressions: logged at error level, counted (Stats.Regressions), reported
-// to the OnRegression callback, never silent. A single event or bookmark with
-// a malformed or implausible RV (see reflector.Plausible) is counted and
-// skipped; only a list RV that cannot be ordered switches the informer to a
-// plain informer, until a comparable list arrives.
+// to the OnRegression callback, never silent. A single event with a
+// malformed RV is counted and applied without advancing freshness; a
+// bookmark with one, and an event or bookmark with an implausible RV (see
+// reflector.Plausible), is counted and skipped. Only a list RV that cannot
+// be ordered, or events with no RV at all (a fake clientset's), switch the
+// informer to a plain informer, until a comparable list arrives.
 //
 // # Concurrency
 //

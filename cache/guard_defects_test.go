@@ -163,6 +163,31 @@ func TestReplayedDeleteOfGoneKeyIsRejected(t *testing.T) {
 	})
 }
 
+// A duplicated DELETED event (the same deletion, delivered twice) reaches
+// handlers once: the key is gone and the deletion is not newer than what
+// the cache applied.
+func TestDuplicateDeleteIsRejected(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
+		rec := newRecorder()
+		if _, err := inf.AddEventHandler(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, 1)
+		w.Delete(cm("a", "2"))
+		w.Delete(cm("a", "2")) // duplicate
+		w.Add(cm("b", "3"))
+		waitFresh(t, inf, "3")
+		want := []string{"add a@1 initial=true", "delete a@2", "add b@3 initial=false"}
+		if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
+		if s := inf.Stats(); s.OutOfOrderRejected != 1 {
+			t.Fatalf("OutOfOrderRejected = %d, want 1 (the duplicate delete)", s.OutOfOrderRejected)
+		}
+	})
+}
+
 // Defect 3: a watch-list whose initial events are refused is stopped (not
 // leaked), and the refusal is counted once though client-go falls back to
 // a plain list in the same attempt.
@@ -255,8 +280,9 @@ func mustRV(t *testing.T, s string) freshness.RV {
 }
 
 // Defect 5a: one malformed resource version on a single event or bookmark
-// is counted and skipped; the informer stays freshness-aware.
-func TestSingleMalformedRVIsSkipped(t *testing.T) {
+// is counted (the event applied, the bookmark skipped, neither moving
+// freshness); the informer stays freshness-aware.
+func TestSingleMalformedRVIsCounted(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, lw, w := startScripted(t, mode, listResponse{rv: "10"})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -267,8 +293,8 @@ func TestSingleMalformedRVIsSkipped(t *testing.T) {
 		w.Action(watch.Bookmark, bookmark("abc"))
 		w.Add(cm("b", "11"))
 		waitFresh(t, inf, "11")
-		if cached(inf, "bad") != "" {
-			t.Fatal("an event with a malformed RV was applied")
+		if cached(inf, "bad") != "01x" {
+			t.Fatal("an event with a malformed RV was lost: its object is the server's state")
 		}
 		w.Add(cm("c", "12"))
 		if err := <-errc; err != nil {

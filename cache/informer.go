@@ -449,9 +449,10 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
-	if !exists && !isTombstone && f.behindStream(delRV, delErr) {
-		// The key is gone already; a delete older than the stream is a
-		// replay of an earlier deletion that handlers have heard of.
+	if !exists && !isTombstone && delErr == nil && !f.incomparable.Load() && delRV.Compare(f.applied) <= 0 {
+		// The key is gone already; a deletion not newer than the stream
+		// (every event has a revision of its own) is a duplicate or a
+		// replay of one that handlers have heard of.
 		f.reject("delete", obj, delRVs, f.applied.String())
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // Bounded freshness on quiet resources.
@@ -381,6 +382,12 @@ func (f *FreshInformer) auxWatch(ctx context.Context, start, server freshness.RV
 				return auxDone
 			}
 			continue
+		}
+		if !reflector.Plausible(rv, server) {
+			// A bookmark implausibly far ahead of the server's own
+			// consistent read proves nothing (the informer's Guard skips
+			// such bookmarks on its stream, too).
+			return auxFailed
 		}
 		if rv.Compare(last) > 0 {
 			f.proveGap(last, rv, gen)

@@ -19,10 +19,14 @@
 //     is accepted at once as a declared regression. Other older lists are
 //     accepted as declared regressions once the server has answered older
 //     for longer than AcceptRegressionAfter.
-//   - A watch event or bookmark whose resource version is malformed, or
-//     implausibly far ahead (Plausible), is counted and skipped while the
-//     stream's lists are comparable; a list whose resource version is not
-//     comparable makes the Guard stand aside (plain informer) until one is.
+//   - While the stream's lists are comparable, a watch event whose resource
+//     version is malformed is counted and applied, its resource version not
+//     counting toward freshness; a bookmark with a malformed one, and an
+//     event or bookmark implausibly far ahead (Plausible), is counted and
+//     skipped. An event with no resource version at all (no API server
+//     sends one; client-go's fake clientsets do), or a list whose resource
+//     version is not comparable, makes the Guard stand aside (plain
+//     informer) until a comparable list comes.
 //
 // Declared regressions go through one path, Guard.DeclareRegression: an
 // error-level log, Stats.Regressions, and the OnRegression callback.

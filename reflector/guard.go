@@ -163,9 +163,10 @@ type Stats struct {
 	// FloorRaised counts list or watch requests whose resource version was
 	// raised to the floor.
 	FloorRaised uint64
-	// MalformedSkipped counts watch events and bookmarks skipped because
-	// their resource version was malformed while the stream's lists were
-	// comparable.
+	// MalformedSkipped counts watch events and bookmarks whose resource
+	// version was malformed while the stream's lists were comparable: the
+	// events were applied without counting toward freshness, the bookmarks
+	// skipped.
 	MalformedSkipped uint64
 	// ImplausibleSkipped counts watch events and bookmarks skipped because
 	// their resource version was implausibly far ahead of the floor (see
@@ -452,8 +453,14 @@ func (g *Guard) admitEvent(rvs string, what string) bool {
 	if err != nil {
 		g.mu.Unlock()
 		g.malformed.Add(1)
-		g.log().Error(err, "Skipped a watch "+what+" with a malformed resource version; the stream's resource versions are otherwise comparable")
-		return false
+		if what == "bookmark" {
+			g.log().Error(err, "Skipped a watch bookmark with a malformed resource version; the stream's resource versions are otherwise comparable")
+			return false
+		}
+		// The object is the server's state: apply it (losing nothing);
+		// its resource version just cannot count toward freshness.
+		g.log().Error(err, "A watch event has a malformed resource version; applying it without counting it toward freshness")
+		return true
 	}
 	if !Plausible(rv, g.delivered) {
 		floor := g.delivered.String()
