@@ -129,22 +129,7 @@ func (t *Tracker) Stop() {
 // metric, signal a channel). Registering costs what a pending Wait does;
 // the zero RV is always reached.
 func (t *Tracker) AfterFunc(rv RV, f func(error)) {
-	t.mu.Lock()
-	var err error
-	switch {
-	case t.incomparable != nil:
-		err = t.incomparable
-	case t.cur.AtLeast(rv):
-	case t.stopped:
-		err = ErrStopped
-	default:
-		w := t.target(rv)
-		w.funcs = append(w.funcs, &afterFunc{f: f})
-		t.mu.Unlock()
-		return
-	}
-	t.mu.Unlock()
-	f(err)
+	t.AfterFuncCancelable(rv, f)
 }
 
 // unlockAndRun unlocks t.mu and then calls the AfterFunc callbacks that
