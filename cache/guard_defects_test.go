@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -504,6 +507,49 @@ func TestWriteBelowFloorTriggersRestore(t *testing.T) {
 			t.Fatalf("cache does not hold the restored state: a=%q b=%q", cached(inf, "a"), cached(inf, "b"))
 		}
 	})
+}
+
+// A server that comes back from an outage restored without
+// --bump-revision: the informer's watch resumes from its old resource
+// version, which the restored history reaches again only with other
+// writes. The first watch after the outage triggers one consistent read;
+// below the floor, the restore is declared at once and the informer
+// relists. After a plain outage the read finds nothing and declares nothing.
+func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, restored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("restored=%v", restored), func(t *testing.T) {
+			regs := newRegressionLog()
+			inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+			w.Add(cm("a", "100"))
+			waitFresh(t, inf, "100")
+			after := listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}}
+			if restored {
+				after = listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}
+			}
+			lw.mu.Lock()
+			lw.watchErrs = []error{refused}
+			lw.mu.Unlock()
+			lw.queueLists(after)
+			w.Stop() // the server went away
+			eventually(t, "the probe after the outage", func() bool { return inf.Stats().RestoreProbes == 1 })
+			if !restored {
+				time.Sleep(100 * time.Millisecond)
+				if s := inf.Stats(); s.Regressions != 0 || inf.LastObservedResourceVersion() != "100" {
+					t.Fatalf("a plain outage: stats %+v, at %s", s, inf.LastObservedResourceVersion())
+				}
+				return
+			}
+			r := regs.next(t)
+			if r.Reason != reflector.RegressionServerBehind || r.ListResourceVersion != "60" || r.Floor != "100" {
+				t.Fatalf("regression %+v", r)
+			}
+			eventually(t, "the restored list", func() bool { return inf.LastObservedResourceVersion() == "60" })
+			if cached(inf, "a") != "40" || inf.Stats().Regressions != 1 {
+				t.Fatalf("a=%q stats %+v", cached(inf, "a"), inf.Stats())
+			}
+		})
+	}
 }
 
 // A write below the cache that the server confirms is not a restore (an

@@ -125,6 +125,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		ConsistentInitialList: options.ConsistentInitialList,
 		AcceptRegressionAfter: options.AcceptRegressionAfter,
 		OnRegression:          options.OnRegression,
+		OnWatchResumed:        f.verifyAfterOutage,
 		Clock:                 options.Clock,
 	})
 	if options.Metrics != nil {

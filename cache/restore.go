@@ -168,6 +168,17 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	}
 }
 
+// verifyAfterOutage checks the server once its watch could be started again
+// after failing: a server that was down may come back from a restored etcd
+// without a bumped revision, and a watch resumed from the old resource
+// version would then wait, silently, for the old history to be rewritten.
+// One consistent read tells (a restore is declared as by checkWrite).
+func (f *FreshInformer) verifyAfterOutage() {
+	if !f.incomparable.Load() {
+		f.probes.launch(f.verifyServer)
+	}
+}
+
 // verifyServer asks the server for its current resource version with a
 // consistent read. Below the floor, the server's history went back: the
 // informer declares it, forgets its freshness (waits block until the

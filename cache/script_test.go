@@ -47,6 +47,7 @@ type scriptedLW struct {
 	lists     []listResponse
 	listCalls []metav1.ListOptions
 	watchOpts []metav1.ListOptions
+	watchErrs []error // what the next watch requests fail with
 	watchers  chan *watch.RaceFreeFakeWatcher
 }
 
@@ -98,6 +99,12 @@ func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	w := watch.NewRaceFreeFake()
 	lw.mu.Lock()
 	lw.watchOpts = append(lw.watchOpts, opts)
+	if len(lw.watchErrs) > 0 {
+		err := lw.watchErrs[0]
+		lw.watchErrs = lw.watchErrs[1:]
+		lw.mu.Unlock()
+		return nil, err
+	}
 	lw.mu.Unlock()
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		r := lw.nextList(opts)

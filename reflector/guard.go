@@ -141,6 +141,12 @@ type Options struct {
 	// informer's processing goroutine, or a probe's): it must be quick and
 	// must not block.
 	OnRegression func(Regression)
+	// OnWatchResumed, if set, is called when a watch starts after the
+	// previous watch request failed (the server was unreachable or
+	// restarting, and may have come back from a restored etcd, whose
+	// history a resumed watch cannot show), on the Reflector's goroutine:
+	// it must not block. FreshInformer answers it with one consistent read.
+	OnWatchResumed func()
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Logger defaults to klog.Background().
@@ -199,6 +205,7 @@ type Guard struct {
 	admittedAny     bool // a list was admitted
 	restoring       bool // a restore was declared: accept the next list whatever its RV
 	forceRelist     bool // the next plain watch fails with 410 Gone, forcing a relist
+	watchFailed     bool // the last watch request failed (see Options.OnWatchResumed)
 	currentWatch    watch.Interface
 	declaredListRVs []string // lists admitted under a declared regression, not yet applied
 
@@ -584,6 +591,11 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
 	if err != nil {
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) { // those relist anyway
+			g.mu.Lock()
+			g.watchFailed = true
+			g.mu.Unlock()
+		}
 		return nil, err
 	}
 	g.mu.Lock()
@@ -591,7 +603,12 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	if watchList {
 		g.pendingWatch = w
 	}
+	resumed := g.watchFailed && !watchList // a watch-list's list is checked as any list
+	g.watchFailed = false
 	g.mu.Unlock()
+	if resumed && g.opts.OnWatchResumed != nil {
+		g.opts.OnWatchResumed()
+	}
 	return w, nil
 }
 
