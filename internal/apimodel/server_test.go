@@ -378,8 +378,15 @@ func TestClientGoReflector(t *testing.T) {
 			_, _ = s.Delete(fmt.Sprintf("k%d", (i+3)%10))
 		}
 		if i == 100 {
+			// A relist (quorum read, paginated): with faults paused, an
+			// open watch gets the 410, whatever the Close faults did.
+			s.SetFaults(Faults{})
+			for until := time.Now().Add(10 * time.Second); s.Stats().OpenWatches == 0 && time.Now().Before(until); {
+				time.Sleep(time.Millisecond)
+			}
 			s.Compact(s.Rev())
-			s.GoneWatches() // a relist: quorum read, paginated
+			s.GoneWatches()
+			s.SetFaults(Faults{Close: 0.05, Bookmark: 0.2})
 		}
 	}
 	s.SetFaults(Faults{})
