@@ -230,7 +230,9 @@ var faultKindList = []faultKind{
 		r.nobump.Store(int64(r.srv.Epoch() + 1))
 		r.srv.Restore(rev-min(rev-1, uint64(20+r.rng.IntN(150))), 0)
 		r.restored()
-		r.after(r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
+		// A restart takes a while: the Reflector's immediate re-watch
+		// finds the server down.
+		r.after(50*time.Millisecond+r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
 		if r.rng.IntN(2) == 0 {
 			r.quiet(3 * time.Second)
 		}
@@ -282,9 +284,13 @@ func faultKindNames() []string {
 
 // knownGaps are fault kinds that show defects not fixed yet (open issues):
 // left out of the default run, included when named in -fault.kinds or with
-// FRESHINFORMER_KNOWN_GAPS=1. restore-nobump: a write after a restore
-// without --bump-revision can reuse a resource version the informer applied
-// before the restore, and nothing tells the two apart yet.
+// FRESHINFORMER_KNOWN_GAPS=1. restore-nobump: the informer detects a
+// restore without --bump-revision through the apiserver's restart (a watch
+// that fails, then resumes: one consistent read), as the real-cluster test
+// TestEtcdRestore/no-bump shows; in the model some seeds still fail: a
+// write recorded after the watch resumed but before the read answered, and
+// this suite's handler accounting when the declaration precedes the
+// delivery of the last pre-restore states.
 var knownGaps = []string{"restore-nobump"}
 
 func allowedKinds() []faultKind {

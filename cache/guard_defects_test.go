@@ -552,6 +552,32 @@ func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
 	}
 }
 
+// While the watch cannot be started again, a recorded write below the
+// cache is checked even at a resource version the stream delivered: a
+// server back from a restore without --bump-revision hands those out again
+// before the informer's watch resumes.
+func TestWriteDuringOutageIsVerified(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "99"))
+	w.Add(cm("b", "100"))
+	waitFresh(t, inf, "100")
+	lw.mu.Lock()
+	lw.watchErrs = []error{refused, refused, refused, refused, refused, refused}
+	lw.mu.Unlock()
+	lw.queueLists(listResponse{rv: "99", objects: []*corev1.ConfigMap{cm("a", "99")}})
+	w.Stop()
+	eventually(t, "a failed watch", inf.guard.WatchFailing)
+	if err := inf.RecordWrite("99"); err != nil { // delivered before, handed out again
+		t.Fatal(err)
+	}
+	r := regs.next(t)
+	if r.Reason != reflector.RegressionServerBehind || r.Floor != "100" {
+		t.Fatalf("regression %+v", r)
+	}
+}
+
 // A write below the cache that the server confirms is not a restore (an
 // object outside the stream, or a late RecordWrite) costs one probe and
 // declares nothing.

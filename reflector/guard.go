@@ -334,6 +334,14 @@ func (g *Guard) RequestRelist() {
 	}
 }
 
+// WatchFailing reports whether the last watch request failed and none has
+// started since: the server may be down or restarting.
+func (g *Guard) WatchFailing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.watchFailed
+}
+
 // RelistPending reports whether a relist was requested and has not begun.
 func (g *Guard) RelistPending() bool {
 	g.mu.Lock()
