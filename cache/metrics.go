@@ -5,10 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-
 	"github.com/freshinformer/freshinformer/freshness"
 )
 
@@ -119,19 +115,11 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 // resource version: a consistent list with limit=1 through the informer's
 // ListerWatcher (a quorum read: use sparingly).
 func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
-	sent := f.clock.Now()
-	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	rv, err := f.serverResourceVersion(ctx)
 	if err != nil {
 		return "", err
 	}
-	list, err := meta.ListAccessor(obj)
-	if err != nil {
-		return "", err
-	}
-	if rv, err := freshness.ParseRV(list.GetResourceVersion()); err == nil {
-		f.addStalenessSample(sent, rv) // a consistent read: the server had nothing newer when sent
-	}
-	return list.GetResourceVersion(), nil
+	return rv.String(), nil
 }
 
 // NewestKnownResourceVersion returns the newest resource version the

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -291,6 +290,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	p.mu.Unlock()
 	if !fresh || server.Compare(start) <= 0 {
 		var err error
+		f.quiet.requests.Add(1)
 		if server, err = f.serverResourceVersion(ctx); err != nil {
 			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
 			return false
@@ -370,7 +370,7 @@ func (f *FreshInformer) auxWatch(ctx context.Context, start, server freshness.RV
 			}
 			return auxFailed
 		}
-		rv, err := freshness.ParseRV(objectRV(ev.Object))
+		rv, err := freshness.ParseRV(resourceVersion(ev.Object))
 		if err != nil {
 			return auxFailed
 		}
@@ -421,7 +421,6 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 		return freshness.RV{}, errors.New("informer has no ListerWatcher")
 	}
 	sent := f.clock.Now()
-	f.quiet.requests.Add(1)
 	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return freshness.RV{}, err
@@ -446,13 +445,6 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 
 func isExpired(err error) bool {
 	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
-}
-
-func objectRV(obj runtime.Object) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
 }
 
 // requestRelist has the Reflector relist (see reflector.Guard.RequestRelist):
