@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -208,5 +210,34 @@ func TestFactoryWithScheme(t *testing.T) {
 	}
 	if _, err := NewSharedInformerFactory(fake.NewClientset(), 0).ResourceFor(&widget{}); !errors.Is(err, ErrUnknownResource) {
 		t.Fatalf("without the scheme: %v", err)
+	}
+}
+
+func TestSelectorMatches(t *testing.T) {
+	web := labels.SelectorFromSet(labels.Set{"app": "web"})
+	for _, tc := range []struct {
+		name      string
+		s         Selector
+		ns, obj   string
+		lbls      map[string]string
+		wantMatch bool
+	}{
+		{"everything", Selector{}, "x", "o", nil, true},
+		{"namespace in", Selector{Namespace: "a"}, "a", "o", nil, true},
+		{"namespace out", Selector{Namespace: "a"}, "b", "o", nil, false},
+		{"cluster-scoped object in a namespace's scope", Selector{Namespace: "a"}, "", "node", nil, true},
+		{"labels in", Selector{Labels: web}, "a", "o", map[string]string{"app": "web"}, true},
+		{"labels out", Selector{Labels: web}, "a", "o", map[string]string{"app": "db"}, false},
+		{"name equals", Selector{Fields: fields.OneTermEqualSelector("metadata.name", "o")}, "a", "o", nil, true},
+		{"name differs", Selector{Fields: fields.OneTermEqualSelector("metadata.name", "o")}, "a", "p", nil, false},
+		{"namespace not equal, met", Selector{Fields: fields.OneTermNotEqualSelector("metadata.namespace", "a")}, "b", "o", nil, true},
+		{"namespace not equal, unmet", Selector{Fields: fields.OneTermNotEqualSelector("metadata.namespace", "a")}, "a", "o", nil, false},
+		{"other field counts as met", Selector{Fields: fields.OneTermEqualSelector("spec.nodeName", "n1")}, "a", "o", nil, true},
+		{"other field does not hide a metadata one", Selector{Fields: fields.AndSelectors(
+			fields.OneTermEqualSelector("spec.nodeName", "n1"), fields.OneTermEqualSelector("metadata.name", "o"))}, "a", "p", nil, false},
+	} {
+		if got := tc.s.Matches(tc.ns, tc.obj, tc.lbls); got != tc.wantMatch {
+			t.Errorf("%s: Matches = %v, want %v", tc.name, got, tc.wantMatch)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -60,30 +61,45 @@ func (s Selector) String() string {
 // fields other than metadata.name and metadata.namespace cannot be checked
 // here and admits everything.
 func (f *FreshInformer) Admits(obj metav1.Object) error {
-	s := f.selector
-	why := ""
-	switch {
-	case s.Namespace != "" && obj.GetNamespace() != "" && obj.GetNamespace() != s.Namespace:
-		why = "namespace " + s.Namespace
-	case s.Labels != nil && !s.Labels.Matches(labels.Set(obj.GetLabels())):
-		why = "label selector " + s.Labels.String()
-	case s.Fields != nil && onlyMetadataFields(s.Fields) &&
-		!s.Fields.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}):
-		why = "field selector " + s.Fields.String()
-	}
+	why := f.selector.excludes(obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 	if why == "" {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, objectKey(obj), resourceString(f.resource), why)
 }
 
-func onlyMetadataFields(s fields.Selector) bool {
-	for _, r := range s.Requirements() {
-		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-			return false
+// Matches reports whether an object with this namespace, name and labels
+// is in the scope: an object of another namespace is out (a cluster-scoped
+// one, with no namespace, is in), so is one the label selector rejects; a
+// field selector is checked on metadata.name and metadata.namespace, and a
+// requirement on any other field counts as met (it cannot be checked
+// here).
+func (s Selector) Matches(namespace, name string, objLabels map[string]string) bool {
+	return s.excludes(namespace, name, objLabels) == ""
+}
+
+// excludes says which part of the scope rejects the object, "" if none.
+func (s Selector) excludes(namespace, name string, objLabels map[string]string) string {
+	if s.Namespace != "" && namespace != "" && namespace != s.Namespace {
+		return "namespace " + s.Namespace
+	}
+	if s.Labels != nil && !s.Labels.Matches(labels.Set(objLabels)) {
+		return "label selector " + s.Labels.String()
+	}
+	if s.Fields != nil {
+		set := fields.Set{"metadata.name": name, "metadata.namespace": namespace}
+		for _, r := range s.Fields.Requirements() {
+			v, checkable := set[r.Field]
+			if !checkable {
+				continue
+			}
+			if (r.Operator == selection.NotEquals) == (v != r.Value) {
+				continue // met
+			}
+			return "field selector " + s.Fields.String()
 		}
 	}
-	return true
+	return ""
 }
 
 func objectKey(obj metav1.Object) string {

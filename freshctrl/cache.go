@@ -210,7 +210,7 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	}
 	opts := []fcache.Option{
 		fcache.WithResource(e.Resource),
-		fcache.WithSelector(fcache.Selector{Namespace: e.Scope.Namespace, Labels: e.Scope.Labels, Fields: e.Scope.Fields}),
+		fcache.WithSelector(e.Scope.Selector()),
 	}
 	name, key := base, ""
 	if r.metrics != nil {

@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
+
+	fcache "github.com/freshinformer/freshinformer/cache"
 )
 
 // Scope is what one informer lists and watches: a namespace (or all) and
@@ -35,35 +36,13 @@ type Scope struct {
 // metadata.namespace; a requirement on any other field counts as met (the
 // wait it causes is bounded by the client's timeout).
 func (s Scope) Admits(namespace, name string, objLabels map[string]string) bool {
-	if s.Unknown {
-		return true
-	}
-	if s.Namespace != "" && namespace != s.Namespace {
-		return false
-	}
-	if s.Labels != nil && !s.Labels.Matches(labels.Set(objLabels)) {
-		return false
-	}
-	if s.Fields != nil && !s.Fields.Empty() {
-		set := map[string]string{"metadata.name": name, "metadata.namespace": namespace}
-		for _, r := range s.Fields.Requirements() {
-			v, ok := set[r.Field]
-			if !ok {
-				continue
-			}
-			switch r.Operator {
-			case selection.Equals, selection.DoubleEquals:
-				if v != r.Value {
-					return false
-				}
-			case selection.NotEquals:
-				if v == r.Value {
-					return false
-				}
-			}
-		}
-	}
-	return true
+	return s.Unknown || s.Selector().Matches(namespace, name, objLabels)
+}
+
+// Selector is the scope as the core library's informer selector
+// (cache.WithSelector).
+func (s Scope) Selector() fcache.Selector {
+	return fcache.Selector{Namespace: s.Namespace, Labels: s.Labels, Fields: s.Fields}
 }
 
 // covers reports whether the scope's namespace can hold objects of
