@@ -361,10 +361,8 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		}
 		return nil
 	case toolscache.Deleted:
-		f.unstamped(d.Object)
 		return f.delete(d.Object)
 	default: // Added, Updated; Sync and Replaced come only from non-atomic queues
-		f.unstamped(d.Object)
 		return f.upsert(d.Object, isInInitialList)
 	}
 }
@@ -373,14 +371,10 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 // has no resource version at all (the Guard let it through for that
 // reason): such a stream comes from no API server but from a fake
 // clientset, and nothing about it can be called fresh. The next comparable
-// list ends plain mode.
-func (f *FreshInformer) unstamped(obj any) {
-	if _, tombstone := obj.(toolscache.DeletedFinalStateUnknown); tombstone || f.incomparable.Load() {
-		return
-	}
-	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() == "" {
-		_, perr := freshness.ParseRV("")
-		f.markIncomparable(perr)
+// list ends plain mode. err is ParseRV's error for "".
+func (f *FreshInformer) unstamped(rv string, err error) {
+	if rv == "" && err != nil && !f.incomparable.Load() {
+		f.markIncomparable(err)
 	}
 }
 
@@ -393,6 +387,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	}
 	newRVs := resourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
+	f.unstamped(newRVs, newErr)
 	if !exists {
 		// Nothing cached to compare with, but a stream's resource versions
 		// only grow: an add older than what the cache applied is out of
@@ -444,6 +439,9 @@ func (f *FreshInformer) delete(obj any) error {
 	}
 	delRVs := resourceVersion(obj)
 	delRV, delErr := freshness.ParseRV(delRVs)
+	if !isTombstone {
+		f.unstamped(delRVs, delErr)
+	}
 	if exists && obj != nil {
 		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
 			f.reject("delete", obj, delRVs, oldRVs)

@@ -170,6 +170,29 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 	return f.tracker.WaitRV(ctx, target)
 }
 
+// afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
+// counted as a pending wait (so that a quiet resource is probed for it)
+// until it runs or is stopped.
+func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
+	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
+		return f.tracker.AfterFuncCancelable(target, fn)
+	}
+	f.joinWait()
+	var left sync.Once
+	leave := func() { left.Do(f.leaveWait) }
+	stopTracker := f.tracker.AfterFuncCancelable(target, func(err error) {
+		leave()
+		fn(err)
+	})
+	return func() bool {
+		stopped := stopTracker()
+		if stopped {
+			leave()
+		}
+		return stopped
+	}
+}
+
 func (f *FreshInformer) joinWait() {
 	p := &f.quiet
 	p.mu.Lock()

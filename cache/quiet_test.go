@@ -471,3 +471,39 @@ func TestProbeBacksOffWhenServerIsBehindTargets(t *testing.T) {
 	}
 	waitIdle(t, inf)
 }
+
+// AfterFreshness counts as a pending wait: on a quiet resource the probe
+// meets it, and a stopped one leaves the informer idle.
+func TestAfterFreshnessOnQuietResource(t *testing.T) {
+	lw := newQuietLW(t, "10", cm("a", "5"))
+	inf, _ := startQuiet(t, lw)
+	lw.setServerRV("20")
+	lw.setAux(auxScript(watch.Event{Type: watch.Bookmark, Object: bookmark("20")}))
+
+	fired := make(chan error, 1)
+	inf.AfterFreshness("20", func(err error) { fired <- err })
+	select {
+	case err := <-fired:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AfterFreshness(20) did not run: the quiet resource was not probed for it")
+	}
+	if st := inf.ProbeStats(); st.Probes != 1 || st.Advances != 1 {
+		t.Errorf("ProbeStats = %+v, want one probe that advanced", st)
+	}
+	waitIdle(t, inf)
+
+	stop := inf.AfterFreshness("30", func(error) { t.Error("a stopped AfterFreshness ran") })
+	if !stop() {
+		t.Fatal("stop = false for a pending AfterFreshness")
+	}
+	waitIdle(t, inf)
+
+	var got error
+	inf.AfterFreshness("x1", func(err error) { got = err })
+	if !errors.Is(got, freshness.ErrIncomparable) {
+		t.Fatalf("AfterFreshness(malformed) ran with %v, want ErrIncomparable", got)
+	}
+}

@@ -37,7 +37,7 @@ func (r *ReadYourWrites) WhenFresh(owner Owner, f func(error)) (stop func() bool
 		}
 		if rv, ok := p.written[inf]; ok {
 			slot := n.add()
-			n.keep(slot, inf.tracker.AfterFuncCancelable(rv, func(err error) {
+			n.keep(slot, inf.afterFresh(rv, func(err error) {
 				if err != nil {
 					err = fmt.Errorf("%s: write on behalf of %s: %w", inf.describe(), owner, err)
 				}

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // Sync is a read barrier: it returns once the cache reflects everything the
@@ -30,4 +32,23 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
 	}
 	return f.WaitForFreshness(ctx, rv.String())
+}
+
+// AfterFreshness arranges for fn to run once the cache has applied rv,
+// with nil, or once it cannot get there, with an error matching
+// freshness.ErrStopped or freshness.ErrIncomparable (at once, on the
+// caller's goroutine, when rv is malformed or already reached). It is
+// WaitForFreshness without a blocked goroutine, for a workqueue that
+// re-adds a key when the cache catches up: fn runs on the goroutine that
+// applies the event or bookmark, so it must be quick and must not block.
+// It counts as a pending wait, so a quiet resource is probed for it as
+// for WaitForFreshness. stop calls fn off and reports whether it did
+// (false once fn has run or is running).
+func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() bool) {
+	target, err := freshness.ParseRV(rv)
+	if err != nil {
+		fn(err)
+		return func() bool { return false }
+	}
+	return f.afterFresh(target, fn)
 }
