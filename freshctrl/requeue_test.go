@@ -75,11 +75,9 @@ func TestRequeuerRequeuesWhenFresh(t *testing.T) {
 		t.Fatalf("queued %v, want %v", got, reqY)
 	}
 	queue.Done(reqY)
-	eventually(t, "the waiter goroutine to end", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return !r.waiters[inf.si.Informer].running
-	})
+	if n := r.Pending(); n != 0 {
+		t.Fatalf("Pending = %d after both were queued", n)
+	}
 }
 
 // TestRequeuerDelete: a request waiting for a delete is re-queued once the
@@ -115,14 +113,18 @@ func TestRequeuerDelete(t *testing.T) {
 	if res, ok := r.WhenFresh(req, err); !ok || res != (reconcile.Result{}) {
 		t.Fatalf("WhenFresh(%v) = %+v, %v", err, res, ok)
 	}
-	eventually(t, "the probe's target to be set", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		w := r.waiters[inf.si.Informer]
-		return w.pending.Len() == 1 && w.pending[0].rv.String() == "3000"
-	})
+	if n := r.Pending(); n != 1 {
+		t.Fatalf("Pending = %d, want the delete's request waiting", n)
+	}
 	if queue.Len() != 0 {
 		t.Fatal("queued before the cache saw the delete")
+	}
+	before := seeded.DeepCopy() // an unrelated step below the server's 3000
+	before.Name, before.ResourceVersion = "other", "2999"
+	inf.lw.w.Add(before)
+	eventually(t, "the step to 2999", func() bool { return inf.si.Informer.LastObservedResourceVersion() == "2999" })
+	if queue.Len() != 0 {
+		t.Fatal("queued before the cache reached the server's resource version after the delete")
 	}
 	gone := seeded.DeepCopy()
 	gone.ResourceVersion = "3000"
