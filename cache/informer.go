@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -506,6 +507,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
+	slices.Sort(wentBack) // a watch-list's objects come in no set order
 	f.observeList(info.ResourceVersion, wentBackCount, wentBack)
 	for _, g := range gone {
 		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)

@@ -110,7 +110,7 @@ type Regression struct {
 	// Keys counts the keys that went back to an older state
 	// (RegressionKeysWentBack).
 	Keys int
-	// SampleKeys names up to MaxRegressionSample of those keys.
+	// SampleKeys names up to MaxRegressionSample of those keys, sorted.
 	SampleKeys []string
 }
 
