@@ -63,6 +63,10 @@ type FreshInformer struct {
 	incomparable atomic.Bool            // the last list's RV cannot be ordered
 	probes       prober                 // restore verification (restore.go)
 	declare      []reflector.Regression // found while applying; declared once blockDeltas is released
+	// advanceAfterDeclare is the resource version of a list that brought a
+	// regression: the tracker reaches it once the regression is declared.
+	advanceAfterDeclare freshness.RV
+	written             writtenKeys // recorded writes not yet applied (lostwrites.go)
 
 	mu                   sync.Mutex // guards the fields below
 	started, stopped     bool
@@ -330,15 +334,35 @@ func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList b
 			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
 			break
 		}
+		if len(f.declare) > 0 { // before the batch's later changes advance freshness
+			f.blockDeltas.Unlock()
+			f.declareFound()
+			f.blockDeltas.Lock()
+		}
 	}
-	declare := f.declare
-	f.declare = nil
+	found := len(f.declare) > 0
 	f.blockDeltas.Unlock()
-	// Outside the lock: the user's callback may call back into the informer.
+	if found {
+		f.declareFound()
+	}
+	return err
+}
+
+// declareFound declares the regressions found while applying, outside
+// blockDeltas (the user's callback may call back into the informer), then
+// releases the waiters the regressing list reached: a caller told "fresh"
+// after a lost write sees the regression already counted.
+func (f *FreshInformer) declareFound() {
+	f.blockDeltas.Lock()
+	declare, advance := f.declare, f.advanceAfterDeclare
+	f.declare, f.advanceAfterDeclare = nil, freshness.RV{}
+	f.blockDeltas.Unlock()
 	for _, r := range declare {
 		f.guard.DeclareRegression(r)
 	}
-	return err
+	if !advance.IsZero() {
+		f.tracker.Advance(advance)
+	}
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
@@ -479,8 +503,9 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	type change struct{ old, new any }
 	changes := make([]change, 0, len(info.Objects))
 	listed := make(map[string]struct{}, len(info.Objects))
-	var wentBack []string
-	wentBackCount := 0
+	var back listRegression
+	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
+	checkWrites := len(f.written) > 0 && listErr == nil
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -489,11 +514,12 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 		listed[key] = struct{}{}
 		old, _, _ := f.indexer.GetByKey(key)
 		changes = append(changes, change{old: old, new: obj})
-		if old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)) {
-			wentBackCount++
-			if len(wentBack) < reflector.MaxRegressionSample {
-				wentBack = append(wentBack, key)
-			}
+		rv := resourceVersion(obj)
+		switch {
+		case old != nil && f.olderQuiet(rv, resourceVersion(old)):
+			back.add(key, &back.keys)
+		case checkWrites && f.written.lost(key, rv, listRV):
+			back.add(key, &back.lostWrites)
 		}
 	}
 	var gone []toolscache.DeletedFinalStateUnknown
@@ -507,8 +533,8 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
-	slices.Sort(wentBack) // a watch-list's objects come in no set order
-	f.observeList(info.ResourceVersion, wentBackCount, wentBack)
+	slices.Sort(back.sample) // a watch-list's objects come in no set order
+	f.observeList(info.ResourceVersion, back)
 	for _, g := range gone {
 		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)
 	}
@@ -550,14 +576,32 @@ func (f *FreshInformer) observe(rv freshness.RV) {
 	f.tracker.Advance(rv)
 }
 
+// listRegression counts the keys a list moved back: cached keys listed at
+// older states, and keys listed older than a recorded write the list
+// covers (lostwrites.go).
+type listRegression struct {
+	keys, lostWrites int
+	sample           []string // up to reflector.MaxRegressionSample of them
+}
+
+func (b *listRegression) add(key string, count *int) {
+	*count++
+	if len(b.sample) < reflector.MaxRegressionSample {
+		b.sample = append(b.sample, key)
+	}
+}
+
 // observeList moves freshness to an applied list's resource version. A list
 // older than the cache reaches here only under a regression the Guard
 // declared (or, should the Guard have missed it, one declared here): the
 // cache now holds that older state, so freshness follows it down, or a
 // later write with a resource version below the old high would look fresh
-// too soon. wentBack counts the keys the list moved to older states.
+// too soon. back counts the keys the list moved to older states than
+// cached or written. A regression found here is declared before waiters
+// for the list's resource version are released (handleBatch), so a caller
+// told "fresh" can tell from the regression count whether it lost a write.
 // blockDeltas is held.
-func (f *FreshInformer) observeList(s string, wentBack int, sample []string) {
+func (f *FreshInformer) observeList(s string, back listRegression) {
 	rv, err := freshness.ParseRV(s)
 	if err != nil {
 		f.markIncomparable(err)
@@ -566,20 +610,33 @@ func (f *FreshInformer) observeList(s string, wentBack int, sample []string) {
 	declared := f.guard.TakeDeclared(s)
 	wasIncomparable := f.incomparable.Swap(false)
 	prev := f.applied
+	found := func(reason reflector.RegressionReason) {
+		f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
+			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
+		declared = true
+	}
 	switch {
 	case wasIncomparable || f.restoring:
 		f.tracker.Reset(rv)
 	case rv.Compare(prev) < 0:
 		if !declared {
-			f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
-			declared = true
+			found(reflector.RegressionStaleList)
 		}
 		f.tracker.Reset(rv)
-	default:
+	case declared || (back.keys == 0 && back.lostWrites == 0):
 		f.tracker.Advance(rv)
+	default:
+		if back.keys > 0 {
+			found(reflector.RegressionKeysWentBack)
+		} else {
+			found(reflector.RegressionWritesLost)
+		}
+		f.advanceAfterDeclare = rv
 	}
-	if wentBack > 0 && !declared {
-		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionKeysWentBack, ListResourceVersion: s, Floor: prev.String(), Keys: wentBack, SampleKeys: sample})
+	if rv.Compare(prev) < 0 || f.restoring || back.keys > 0 || back.lostWrites > 0 {
+		clear(f.written) // the history was rewritten: old writes say nothing of it
+	} else {
+		f.written.pruneReached(rv)
 	}
 	f.applied = rv
 	f.restoring = false

@@ -364,7 +364,7 @@ func (r *ReadYourWrites) Record(owner Owner, gr schema.GroupResource, written me
 		return err
 	}
 	for _, inf := range infs {
-		_ = inf.RecordWrite(rv.String()) // metrics: write-to-visible, lag
+		_ = inf.RecordWrittenObject(written) // metrics: write-to-visible, lag; a relist that lost it is declared
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -528,8 +528,13 @@ func (c *freshClient) record(obj client.Object) {
 }
 
 func (c *freshClient) recordEntry(gk schema.GroupKind, e entry) {
-	for _, inf := range c.cache.reg.all(gk) {
-		_ = inf.Informer.RecordWrite(e.rv.String()) // write-to-visible and lag metrics
+	if !e.rv.IsZero() {
+		// Lag and write-to-visible metrics; the key lets a relist that lost
+		// the write (etcd restored) be declared.
+		written := &metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name, ResourceVersion: e.rv.String()}
+		for _, inf := range c.cache.reg.all(gk) {
+			_ = inf.Informer.RecordWrittenObject(written)
+		}
 	}
 	c.log.add(gk, e, func(es []entry) []entry { return c.settled(gk, es) })
 }

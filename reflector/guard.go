@@ -86,6 +86,13 @@ const (
 	// --bump-revision). The list is applied: the server's state is the
 	// truth.
 	RegressionKeysWentBack RegressionReason = "KeysWentBack"
+	// RegressionWritesLost: a list at or past the resource version of a
+	// write recorded with FreshInformer.RecordWrittenObject holds the
+	// written key at an older state: the server lost a write it had
+	// acknowledged (etcd restored with --bump-revision from a snapshot
+	// taken before it), which the cache never held (its stream had not
+	// delivered it yet). The list is applied.
+	RegressionWritesLost RegressionReason = "WritesLost"
 	// RegressionServerBehind: a write came back below the cache's resource
 	// version and a consistent probe confirmed the server's revision is
 	// below the floor (etcd restored without --bump-revision). The informer
@@ -110,7 +117,12 @@ type Regression struct {
 	// Keys counts the keys that went back to an older state
 	// (RegressionKeysWentBack).
 	Keys int
-	// SampleKeys names up to MaxRegressionSample of those keys, sorted.
+	// WritesLost counts the keys listed at states older than a recorded
+	// write the list covers (RegressionWritesLost; also counted alongside
+	// RegressionKeysWentBack).
+	WritesLost int
+	// SampleKeys names up to MaxRegressionSample of the keys counted in
+	// Keys and WritesLost, sorted.
 	SampleKeys []string
 }
 
@@ -283,8 +295,8 @@ func (g *Guard) DeclareRegression(r Regression) {
 	if r.Refused > 0 {
 		kv = append(kv, "refused", r.Refused, "since", r.Since)
 	}
-	if r.Keys > 0 {
-		kv = append(kv, "keys", r.Keys, "sampleKeys", r.SampleKeys)
+	if r.Keys > 0 || r.WritesLost > 0 {
+		kv = append(kv, "keys", r.Keys, "writesLost", r.WritesLost, "sampleKeys", r.SampleKeys)
 	}
 	g.log().Error(nil, "Declared regression: the cache follows the server back in time (etcd restored from a backup?)", kv...)
 	if g.opts.OnRegression != nil {

@@ -132,7 +132,7 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 			return err
 		}
 		rv := written.ResourceVersion
-		_ = informer.RecordWrite(rv) // for the write-to-visible and lag metrics
+		_ = informer.RecordWrittenObject(written) // for the write-to-visible and lag metrics
 		naiveStale := stale(lister, ns, name, rv)
 
 		start := time.Now()

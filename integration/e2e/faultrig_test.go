@@ -39,7 +39,7 @@ import (
 //   - convergence: once the faults stop, the cache equals the server's
 //     state (same keys, same resource versions, same content).
 //
-// Each write is told to the informer with RecordWrite, as read-your-writes
+// Each write is told to the informer with RecordWrittenObject, as read-your-writes
 // does for every write (rigOptions.unrecordedWrites leaves that out), and
 // puts a globally increasing sequence number in data["seq"];
 // each key is written by one goroutine at a time, so a key's seq only grows
@@ -83,7 +83,7 @@ type rigOptions struct {
 	waitTimeout time.Duration
 	// holdable makes the informer's watch events holdable (faultRig.lw).
 	holdable bool
-	// unrecordedWrites leaves out FreshInformer.RecordWrite after each
+	// unrecordedWrites leaves out FreshInformer.RecordWrittenObject after each
 	// write (which read-your-writes does), so the informer learns of the
 	// writes only from its stream.
 	unrecordedWrites bool
@@ -203,9 +203,11 @@ func (r *faultRig) write(key string) error {
 	if r.recordWrites {
 		// As read-your-writes does for every write: lets the informer
 		// notice a write below what it applied that its stream never
-		// delivered (a server restored without --bump-revision).
-		if err := r.inf.RecordWrite(obj.ResourceVersion); err != nil {
-			r.t.Errorf("RecordWrite(%s): %v", obj.ResourceVersion, err)
+		// delivered (a server restored without --bump-revision), and a
+		// relist past a write that holds its key older (the write was lost
+		// by a restore with --bump-revision).
+		if err := r.inf.RecordWrittenObject(obj); err != nil {
+			r.t.Errorf("RecordWrittenObject(%s): %v", obj.ResourceVersion, err)
 		}
 	}
 	r.waiters.Add(1)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -123,9 +122,6 @@ func TestEtcdRestoreWhileInformerBehind(t *testing.T) {
 			name = "no-watch"
 		}
 		t.Run(name, func(t *testing.T) {
-			if disconnect {
-				skipKnownGap(t, "acknowledged writes the informer never saw, lost by a bumped restore, are not declared: the relist holds no newer state to compare them with")
-			}
 			testRestoreWhileBehind(t, disconnect)
 		})
 	}
@@ -171,13 +167,4 @@ func testRestoreWhileBehind(t *testing.T, disconnect bool) {
 	r.round(restoreKeys)
 	r.converge(90 * time.Second)
 	r.verify(1)
-}
-
-// skipKnownGap skips a case that shows a defect not fixed yet (kept open
-// as an issue), unless FRESHINFORMER_KNOWN_GAPS=1 asks to see it fail.
-func skipKnownGap(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("FRESHINFORMER_KNOWN_GAPS") != "1" {
-		t.Skip("known gap, open: " + why + " (FRESHINFORMER_KNOWN_GAPS=1 runs it)")
-	}
 }

@@ -1,0 +1,91 @@
+package cache
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// maxWrittenKeys bounds the keys of written objects an informer keeps
+// while its stream has not delivered them (writtenKeys).
+const maxWrittenKeys = 4096
+
+// writtenKeys remembers, per key, the newest resource version a recorded
+// write returned that the cache had not reached when it was recorded. A
+// list at or past that resource version must hold the key at it or newer,
+// or not at all (deleted or out of scope since): a healthy server never
+// lists a key older than a write it acknowledged before the list's
+// revision. A listed state older than the write proves the write was lost:
+// etcd was restored, with --bump-revision, from a snapshot taken before
+// the write. The cache cannot see that from its own objects when its
+// stream never delivered the write (the informer was behind or
+// disconnected), so without this the relist would look fresh for the
+// write's resource version while the write is gone.
+//
+// Guarded by FreshInformer.blockDeltas.
+type writtenKeys map[string]freshness.RV
+
+// RecordWrittenObject is RecordWrite for a write whose object the server
+// returned (create, update, patch, apply, a status or scale write, or a
+// delete's response): besides what RecordWrite does, it remembers the
+// object's key until a list reaches the write's resource version, so that
+// a list at or past it that holds the key at an older state (the server
+// lost the acknowledged write: etcd restored from an older snapshot with
+// --bump-revision) is declared as a regression (Regression.WritesLost)
+// even when the informer's stream never delivered the write. written must
+// be an object of the informer's resource. It returns an error matching
+// freshness.ErrIncomparable for a malformed resource version.
+func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
+	if err := f.RecordWrite(written.GetResourceVersion()); err != nil {
+		return err
+	}
+	if written.GetName() == "" {
+		return nil // a Status, not the object: nothing to look for in a list
+	}
+	rv, _ := freshness.ParseRV(written.GetResourceVersion()) // RecordWrite validated it
+	key := written.GetName()
+	if ns := written.GetNamespace(); ns != "" {
+		key = ns + "/" + key
+	}
+	f.blockDeltas.Lock()
+	defer f.blockDeltas.Unlock()
+	if f.incomparable.Load() || rv.Compare(f.applied) <= 0 {
+		return nil // applied already: a later list that moves it back is KeysWentBack
+	}
+	if len(f.written) >= maxWrittenKeys {
+		f.written.pruneReached(f.applied)
+		if len(f.written) >= maxWrittenKeys {
+			return nil // the informer is far behind: keep what is recorded
+		}
+	}
+	if f.written == nil {
+		f.written = make(writtenKeys)
+	}
+	if rv.Compare(f.written[key]) > 0 {
+		f.written[key] = rv
+	}
+	return nil
+}
+
+// pruneReached forgets the writes at or below applied: the stream
+// delivered them (or a list already checked them), and a list that moves
+// a cached key back is detected from the cache itself.
+func (w writtenKeys) pruneReached(applied freshness.RV) {
+	for key, rv := range w {
+		if rv.Compare(applied) <= 0 {
+			delete(w, key)
+		}
+	}
+}
+
+// lost reports whether a listed state (its resource version s) of key, in
+// a list at listRV, is older than a recorded write of key that the list
+// covers.
+func (w writtenKeys) lost(key, s string, listRV freshness.RV) bool {
+	written, ok := w[key]
+	if !ok || written.Compare(listRV) > 0 {
+		return false
+	}
+	listed, err := freshness.ParseRV(s)
+	return err == nil && listed.Compare(written) < 0
+}
