@@ -409,12 +409,18 @@ func (c *ControlPlane) StartAPIServer(ctx context.Context) error {
 	if c.apiUp {
 		return nil
 	}
+	return c.startAPIServerLocked(ctx, "restart")
+}
+
+// startAPIServerLocked starts the stopped kube-apiserver and waits for
+// readiness; op names the step in errors. c.mu is held.
+func (c *ControlPlane) startAPIServerLocked(ctx context.Context, op string) error {
 	api := c.cp.APIServer
 	api.StartTimeout = processBudget(ctx)
 	if err := api.Start(); err != nil {
 		// envtest leaves a process that failed its health check running.
 		_ = api.Stop()
-		return &Error{Component: ComponentAPIServer, Op: "restart", Err: err, Output: c.apiOut.String()}
+		return &Error{Component: ComponentAPIServer, Op: op, Err: err, Output: c.apiOut.String()}
 	}
 	c.children.record(ComponentAPIServer, api.Path)
 	c.apiUp = true

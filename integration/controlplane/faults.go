@@ -174,15 +174,7 @@ func (c *ControlPlane) RestoreEtcd(ctx context.Context, snap Snapshot, opts Rest
 	}
 	c.children.record(ComponentEtcd, etcd.Path)
 
-	api := c.cp.APIServer
-	api.StartTimeout = processBudget(ctx)
-	if err := api.Start(); err != nil {
-		_ = api.Stop()
-		return &Error{Component: ComponentAPIServer, Op: "start after restore", Err: err, Output: c.apiOut.String()}
-	}
-	c.children.record(ComponentAPIServer, api.Path)
-	c.apiUp = true
-	return c.waitReady(ctx)
+	return c.startAPIServerLocked(ctx, "start after restore")
 }
 
 // EtcdutlPath returns the etcdutl binary next to etcd, or an error that

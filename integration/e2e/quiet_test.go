@@ -46,6 +46,19 @@ func createElsewhere(ctx context.Context, t *testing.T, cs kubernetes.Interface)
 	return ns
 }
 
+// timedWait returns how long WaitForFreshness(rv) took; it fails the test
+// if the wait does not succeed within bound.
+func timedWait(ctx context.Context, t *testing.T, inf *cache.FreshInformer, rv string, bound time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	if err := inf.WaitForFreshness(wctx, rv); err != nil {
+		t.Fatalf("wait for %s: %v", rv, err)
+	}
+	return time.Since(start)
+}
+
 type durations []time.Duration
 
 func (d durations) pct(p float64) time.Duration {
@@ -79,14 +92,7 @@ func TestQuietWaitIsBounded(t *testing.T) {
 	before := inf.ProbeStats()
 	for i := range n {
 		rv := writeElsewhere(ctx, t, cs, other, i)
-		start := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		err := inf.WaitForFreshness(wctx, rv)
-		cancel()
-		if err != nil {
-			t.Fatalf("wait %d for %s: %v", i, rv, err)
-		}
-		waits = append(waits, time.Since(start))
+		waits = append(waits, timedWait(ctx, t, inf, rv, bound))
 		if !atLeast(t, inf.LastObservedResourceVersion(), rv) {
 			t.Fatalf("returned at %s below %s", inf.LastObservedResourceVersion(), rv)
 		}
@@ -264,14 +270,7 @@ func TestQuietWaitWithoutWatchCache(t *testing.T) {
 	var waits durations
 	for i := range n {
 		rv := writeElsewhere(ctx, t, cs, other, i)
-		start := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		err := inf.WaitForFreshness(wctx, rv)
-		cancel()
-		if err != nil {
-			t.Fatalf("wait %d for %s: %v", i, rv, err)
-		}
-		waits = append(waits, time.Since(start))
+		waits = append(waits, timedWait(ctx, t, inf, rv, bound))
 		if cachedRV(inf, ns, "pt") == "" {
 			t.Fatal("the pod template is not cached after the wait")
 		}
