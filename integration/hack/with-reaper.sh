@@ -45,12 +45,15 @@ reap() {
 	return 0
 }
 
-# A terminal's Ctrl-C reaches the child directly (same process group; the Go
-# programs run here install their own SIGINT handlers, which also undoes
-# bash's SIG_IGN for background jobs), so INT is not forwarded, which would
-# deliver it twice. TERM aimed at this script is passed on.
-trap ':' INT
-trap 'kill -TERM "$child" 2>/dev/null' TERM
+# The command runs in a process group of its own (job control), so a signal
+# for this script reaches every process under it: `go test` does not pass
+# SIGTERM on to the test binary it runs, which would otherwise be orphaned.
+# A terminal's Ctrl-C reaches this script (the foreground group) and is
+# forwarded the same way.
+set -m
+forward() { kill "-$1" -- "-$child" 2>/dev/null; }
+trap 'forward INT' INT
+trap 'forward TERM' TERM
 "$@" &
 child=$!
 # wait returns early when a trapped signal arrives; keep waiting for the child.
