@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/internal/apipath"
 )
 
 // errCaptured ends the one request a capture lets through.
@@ -61,10 +62,14 @@ func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Durati
 	if u == nil {
 		return informerScope{}, false
 	}
+	target, ok := apipath.Parse(u.Path)
+	if !ok {
+		return informerScope{}, false
+	}
 	q := u.Query()
 	labelSelector, fieldSelector := q.Get("labelSelector"), q.Get("fieldSelector")
 	scope := informerScope{
-		namespace: namespaceOfPath(u.Path),
+		namespace: target.Namespace,
 		indexers:  plain.GetIndexer().GetIndexers(),
 	}
 	if labelSelector != "" || fieldSelector != "" {
@@ -73,16 +78,4 @@ func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Durati
 		}
 	}
 	return scope, true
-}
-
-// namespaceOfPath returns ns from a collection path
-// /api/v1/namespaces/ns/pods or /apis/g/v/namespaces/ns/r, "" otherwise.
-func namespaceOfPath(path string) string {
-	seg := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(seg); i++ {
-		if seg[i] == "namespaces" {
-			return seg[i+1]
-		}
-	}
-	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 )
 
 // Scope is what one informer lists and watches: a namespace (or all) and
@@ -100,30 +101,14 @@ func withProbe(ctx context.Context, p *scopeProbe) context.Context {
 }
 
 // scopeFromURL parses a list or watch URL: /api/v1[/namespaces/NS]/RES or
-// /apis/GROUP/VERSION[/namespaces/NS]/RES, under any path prefix.
+// /apis/GROUP/VERSION[/namespaces/NS]/RES, under any path prefix, and its
+// selectors.
 func scopeFromURL(u *url.URL) (Scope, schema.GroupResource, bool) {
-	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-	rest := -1
-	var group string
-	for i, s := range segs {
-		if s == "api" && i+1 < len(segs) {
-			rest = i + 2
-			break
-		}
-		if s == "apis" && i+2 < len(segs) {
-			group, rest = segs[i+1], i+3
-			break
-		}
-	}
-	if rest < 0 || rest >= len(segs) {
+	t, ok := apipath.Parse(u.Path)
+	if !ok {
 		return Scope{}, schema.GroupResource{}, false
 	}
-	segs = segs[rest:]
-	var s Scope
-	if len(segs) >= 3 && segs[0] == "namespaces" {
-		s.Namespace, segs = segs[1], segs[2:]
-	}
-	gr := schema.GroupResource{Group: group, Resource: segs[0]}
+	s := Scope{Namespace: t.Namespace}
 	q := u.Query()
 	if ls := q.Get("labelSelector"); ls != "" {
 		if sel, err := labels.Parse(ls); err == nil {
@@ -135,5 +120,5 @@ func scopeFromURL(u *url.URL) (Scope, schema.GroupResource, bool) {
 			s.Fields = sel
 		}
 	}
-	return s, gr, true
+	return s, t.Resource, true
 }

@@ -45,6 +45,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 )
 
 // Recorder receives the writes. *cache.ReadYourWrites implements it.
@@ -161,8 +162,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Query().Has("dryRun") {
 		return resp, nil
 	}
-	t, ok := parsePath(req.URL.Path)
-	if !ok || t.name == "" && req.Method == http.MethodDelete { // a deletecollection returns a list
+	t, ok := apipath.Parse(req.URL.Path)
+	if !ok || t.Name == "" && req.Method == http.MethodDelete { // a deletecollection returns a list
 		return resp, nil
 	}
 	if err := rt.record(req, resp, owner, t); err != nil {
@@ -173,7 +174,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // record reads the body (handing the client the same bytes back) and
 // records the write it reports.
-func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cache.Owner, t target) error {
+func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cache.Owner, t apipath.Target) error {
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		return fmt.Errorf("%w: encoded with %q", ErrUnsupportedContentType, enc)
 	}
@@ -203,15 +204,15 @@ func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cac
 	case d.status && req.Method == http.MethodDelete:
 		name := d.name
 		if name == "" {
-			name = t.name
+			name = t.Name
 		}
-		return rt.rec.RecordDelete(owner, t.resource, &metav1.ObjectMeta{Namespace: t.namespace, Name: name, UID: types.UID(d.uid)})
+		return rt.rec.RecordDelete(owner, t.Resource, &metav1.ObjectMeta{Namespace: t.Namespace, Name: name, UID: types.UID(d.uid)})
 	case d.status: // an eviction, a binding: nothing the response can tell
 	case d.meta.ResourceVersion == "": // not persisted (a review, a token request)
 	case req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK: // gone, at the deletion's resource version
-		return rt.rec.RecordDelete(owner, t.resource, &d.meta)
+		return rt.rec.RecordDelete(owner, t.Resource, &d.meta)
 	default: // written; a 202 delete left it in place, marked for deletion
-		return rt.rec.Record(owner, t.resource, &d.meta)
+		return rt.rec.Record(owner, t.Resource, &d.meta)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 )
 
 // call is one Record or RecordDelete.
@@ -77,27 +78,27 @@ func (r *fakeRecorder) take() []call {
 func apiServer(t testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
-		tgt, _ := parsePath(req.URL.Path)
-		name := tgt.name
+		tgt, _ := apipath.Parse(req.URL.Path)
+		name := tgt.Name
 		if name == "" {
 			name = "created"
 		}
 		var obj runtime.Object
 		var gv schema.GroupVersion
 		status := http.StatusOK
-		meta := metav1.ObjectMeta{Namespace: tgt.namespace, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "42", Labels: map[string]string{"app": "x"},
+		meta := metav1.ObjectMeta{Namespace: tgt.Namespace, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "42", Labels: map[string]string{"app": "x"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "test", Operation: metav1.ManagedFieldsOperationApply}}}
 		switch {
 		case name == "conflict":
 			status, obj, gv = http.StatusConflict, &metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonConflict, Code: 409}, metav1.SchemeGroupVersion
 		case req.Method == http.MethodDelete && name == "status-only":
-			obj, gv = &metav1.Status{Status: metav1.StatusSuccess, Details: &metav1.StatusDetails{Name: name, Kind: tgt.resource.Resource, UID: "uid-status-only"}}, metav1.SchemeGroupVersion
+			obj, gv = &metav1.Status{Status: metav1.StatusSuccess, Details: &metav1.StatusDetails{Name: name, Kind: tgt.Resource.Resource, UID: "uid-status-only"}}, metav1.SchemeGroupVersion
 		case req.Method == http.MethodDelete && name == "pending":
 			status = http.StatusAccepted
 			obj, gv = &corev1.ConfigMap{ObjectMeta: meta}, corev1.SchemeGroupVersion
-		case tgt.subresource == "scale":
+		case tgt.Subresource == "scale":
 			obj, gv = &autoscalingv1.Scale{ObjectMeta: meta, Spec: autoscalingv1.ScaleSpec{Replicas: 3}}, autoscalingv1.SchemeGroupVersion
-		case tgt.resource.Group == "apps":
+		case tgt.Resource.Group == "apps":
 			obj, gv = &appsv1.Deployment{ObjectMeta: meta}, appsv1.SchemeGroupVersion
 		default:
 			obj, gv = &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": strings.Repeat("v", 2000)}}, corev1.SchemeGroupVersion
