@@ -172,25 +172,79 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 
 // afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
 // counted as a pending wait (so that a quiet resource is probed for it)
-// until it runs or is stopped.
+// until it runs or is stopped, and held back while a restore verification
+// probe is in flight, as WaitForFreshness is: the cache may have "reached"
+// rv only on a history the server has lost.
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
-	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
-		return f.tracker.AfterFuncCancelable(target, fn)
+	c := &afterFreshCall{f: f, target: target, fn: fn}
+	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
+		c.joined = true
+		f.joinWait()
 	}
-	f.joinWait()
-	var left sync.Once
-	leave := func() { left.Do(f.leaveWait) }
-	stopTracker := f.tracker.AfterFuncCancelable(target, func(err error) {
-		leave()
-		fn(err)
-	})
-	return func() bool {
-		stopped := stopTracker()
-		if stopped {
-			leave()
-		}
-		return stopped
+	c.park()
+	return c.stop
+}
+
+// afterFreshCall is one AfterFreshness callback. Its mutex makes firing
+// and stopping exclusive: exactly one of them wins.
+type afterFreshCall struct {
+	f      *FreshInformer
+	target freshness.RV
+	fn     func(error)
+	joined bool // counted in the quiet probe's waiters
+
+	mu          sync.Mutex
+	ended       bool        // fired or stopped
+	stopTracker func() bool // the current tracker callback's stop
+}
+
+// park (re)arms the tracker callback. The tracker may call fire at once.
+func (c *afterFreshCall) park() {
+	stop := c.f.tracker.AfterFuncCancelable(c.target, c.fire)
+	c.mu.Lock()
+	c.stopTracker = stop
+	ended := c.ended
+	c.mu.Unlock()
+	if ended { // stopped while a probe ran
+		stop()
 	}
+}
+
+func (c *afterFreshCall) fire(err error) {
+	if err == nil && c.f.probes.afterIdle(c.park) {
+		return // the probe's answer may reset freshness: look again then
+	}
+	if c.end() {
+		c.fn(err)
+	}
+}
+
+func (c *afterFreshCall) stop() bool {
+	c.mu.Lock()
+	stopTracker := c.stopTracker
+	c.mu.Unlock()
+	if !c.end() {
+		return false
+	}
+	if stopTracker != nil {
+		stopTracker()
+	}
+	return true
+}
+
+// end marks the call over and leaves the quiet probe's waiters; it reports
+// false if it was over already.
+func (c *afterFreshCall) end() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return false
+	}
+	c.ended = true
+	if c.joined {
+		c.f.leaveWait()
+	}
+	return true
 }
 
 func (f *FreshInformer) joinWait() {

@@ -66,6 +66,7 @@ type prober struct {
 	mu      sync.Mutex
 	ctx     context.Context // the run context; nil before start and after stop
 	again   bool            // a suspicious write came while a probe ran
+	idle    []func()        // called once the probe in flight has answered (afterIdle)
 	probes  uint64
 	wg      sync.WaitGroup
 	stopped bool
@@ -113,13 +114,31 @@ func (p *prober) launch(verify func(context.Context)) {
 			if !p.again || p.ctx == nil {
 				p.inflight.Store(nil)
 				close(run.done)
+				idle := p.idle
+				p.idle = nil
 				p.mu.Unlock()
+				for _, fn := range idle {
+					fn()
+				}
 				return
 			}
 			p.again = false
 			p.mu.Unlock()
 		}
 	})
+}
+
+// afterIdle arranges for fn to run once the probe in flight has answered
+// and reports true, or reports false (and does nothing) when none is in
+// flight: AfterFreshness's counterpart of wait, without a goroutine.
+func (p *prober) afterIdle(fn func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight.Load() == nil {
+		return false
+	}
+	p.idle = append(p.idle, fn)
+	return true
 }
 
 // wait blocks while a probe is in flight. It returns a *freshness.WaitError

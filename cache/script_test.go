@@ -49,6 +49,25 @@ type scriptedLW struct {
 	watchOpts []metav1.ListOptions
 	watchErrs []error // what the next watch requests fail with
 	watchers  chan *watch.RaceFreeFakeWatcher
+	probeHold chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
+}
+
+// holdProbes makes the informer's limit=1 lists (freshness and restore
+// probes) wait until release is called.
+func (lw *scriptedLW) holdProbes() (release func()) {
+	hold := make(chan struct{})
+	lw.mu.Lock()
+	lw.probeHold = hold
+	lw.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lw.mu.Lock()
+			lw.probeHold = nil
+			lw.mu.Unlock()
+			close(hold)
+		})
+	}
 }
 
 func newScriptedLW(t *testing.T, mode streamMode, first listResponse) *scriptedLW {
@@ -75,6 +94,12 @@ func (lw *scriptedLW) nextList(opts metav1.ListOptions) listResponse {
 
 func (lw *scriptedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 	if opts.Limit == 1 { // a freshness probe: the current answer, not consumed
+		lw.mu.Lock()
+		hold := lw.probeHold
+		lw.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
 		lw.mu.Lock()
 		lw.listCalls = append(lw.listCalls, opts)
 		r := lw.lists[0]

@@ -40,10 +40,12 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 // caller's goroutine, when rv is malformed or already reached). It is
 // WaitForFreshness without a blocked goroutine, for a workqueue that
 // re-adds a key when the cache catches up: fn runs on the goroutine that
-// applies the event or bookmark, so it must be quick and must not block.
-// It counts as a pending wait, so a quiet resource is probed for it as
-// for WaitForFreshness. stop calls fn off and reports whether it did
-// (false once fn has run or is running).
+// applies the event or bookmark (or answers a probe), so it must be quick
+// and must not block. It counts as a pending wait, so a quiet resource is
+// probed for it as for WaitForFreshness, and like WaitForFreshness it is
+// held back while a restore verification probe is in flight (see
+// RecordWrite). stop calls fn off and reports whether it did (false once
+// fn has run or is running).
 func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() bool) {
 	target, err := freshness.ParseRV(rv)
 	if err != nil {
