@@ -43,10 +43,12 @@
 // The guard's floor is the highest RV the queue has delivered or the indexer
 // has applied; an older event or bookmark never lowers it. A list older than
 // the floor is refused and retried; a consistent list below it, a list that
-// brings keys back to older states, a recorded write confirmed below it, and
-// older lists served for longer than AcceptRegressionAfter are declared
-// regressions: logged at error level, counted (Stats.Regressions), reported
-// to the OnRegression callback, never silent. A single event with a
+// brings keys back to older states, a list past a write recorded with
+// RecordWrittenObject that holds the written key older (the write was lost),
+// a recorded write confirmed below it, and older lists served for longer
+// than AcceptRegressionAfter are declared regressions: logged at error level,
+// counted (Stats.Regressions), reported to the OnRegression callback, never
+// silent, and declared before the waiters the regressing list releases. A single event with a
 // malformed RV is counted and applied without advancing freshness; a
 // bookmark with one, and an event or bookmark with an implausible RV (see
 // reflector.Plausible), is counted and skipped. Only a list RV that cannot
