@@ -14,11 +14,16 @@
 //   - -waiters pending WaitForFreshness calls idle for -idle: CPU seconds,
 //     next to the plain informer idle.
 //
+// -profile DIR writes a CPU profile of every initial sync and a heap
+// profile of the synced cache, per informer and repetition, so the two
+// implementations' initial syncs can be compared entry by entry.
+//
 // It starts its own control plane (binaries from `make bins`) unless
 // -cluster (a kubeconfig path) is given. `make scale` runs it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -27,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +69,7 @@ var (
 	idle        = flag.Duration("idle", 20*time.Second, "idle measurement length")
 	childStream = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
 	childN      = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
+	profileDir  = flag.String("profile", "", "write a CPU profile of each initial sync, and a heap profile once it is synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof; merge one implementation's with `go tool pprof`)")
 )
 
 func main() {
@@ -124,6 +131,7 @@ func run() error {
 		sizes = append(sizes, n)
 	}
 
+	began, loadStart := time.Now(), loadAvg()
 	var rows []string
 	row := func(what, plain, fresh, ratio string) {
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", what, plain, fresh, ratio))
@@ -141,7 +149,7 @@ func run() error {
 				order = []bool{true, false}
 			}
 			for _, fresh := range order {
-				r, err := measureSync(ctx, cs, ns, n, fresh)
+				r, err := measureSync(ctx, cs, ns, n, fresh, i)
 				if err != nil {
 					return err
 				}
@@ -211,14 +219,15 @@ func run() error {
 				fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness)", ms(w)), fmt.Sprintf("%+.2f ms", ms(w-h)))
 		}
 
-		pi, fi, err := measureIdle(ctx, cs, ns)
+		pi, fi, probes, err := measureIdle(ctx, cs, ns)
 		if err != nil {
 			return err
 		}
-		row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU", fi.Seconds()), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
+		row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU (%d probe requests)", fi.Seconds(), probes), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
 	}
 
-	fmt.Printf("\n%s, GOMAXPROCS %d, %s\n\n", runtime.Version(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), revision())
+	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n\n", loadStart, loadAvg())
 	fmt.Println("| measurement | client-go informer | FreshInformer | ratio / difference |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, r := range rows {
@@ -346,25 +355,38 @@ type syncResult struct {
 	cpu  time.Duration
 }
 
-func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool) (syncResult, error) {
+func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool, rep int) (syncResult, error) {
 	base := heapAfterGC()
+	prof, err := startProfile(n, fresh, rep)
+	if err != nil {
+		return syncResult{}, err
+	}
+	defer func() { _ = prof.stopCPU() }() // error paths; stopped below otherwise
 	cpu0 := cpuTime()
 	start := time.Now()
 	inf, _ := newInformer(listWatch(cs, ns), fresh)
 	stop := started(inf)
 	defer stop()
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if !toolscache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+	// The synced channel itself, not WaitForCacheSync (which polls every
+	// 100 ms): both informers close it once the initial list is applied.
+	select {
+	case <-inf.HasSyncedChecker().Done():
+	case <-time.After(5 * time.Minute):
 		return syncResult{}, fmt.Errorf("sync of %d timed out", n)
 	}
 	r := syncResult{took: time.Since(start), cpu: cpuTime() - cpu0}
+	if err := prof.stopCPU(); err != nil {
+		return r, err
+	}
 	if got := len(inf.GetStore().ListKeys()); got < n {
 		return r, fmt.Errorf("synced with %d objects, want %d", got, n)
 	}
 	h := heapAfterGC()
 	if h > base {
 		r.heap = h - base
+	}
+	if err := prof.writeHeap(); err != nil {
+		return r, err
 	}
 	runtime.KeepAlive(inf)
 	return r, nil
@@ -701,13 +723,16 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // measureIdle: a quiet namespace of n objects, each informer alone for
 // -idle; the FreshInformer with -waiters pending waits for an RV nobody
 // will write.
-func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plainCPU, freshCPU time.Duration, err error) {
+// probes counts the quiet-resource probe requests the FreshInformer sent
+// meanwhile (its waiters' target is never reached, so it probes, backing
+// off).
+func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plainCPU, freshCPU time.Duration, probes uint64, err error) {
 	for _, isFresh := range []bool{false, true} {
 		inf, f := newInformer(listWatch(cs, ns), isFresh)
 		stop := started(inf)
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			stop()
-			return 0, 0, fmt.Errorf("no sync")
+			return 0, 0, 0, fmt.Errorf("no sync")
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -721,9 +746,16 @@ func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plain
 		}
 		runtime.GC()
 		time.Sleep(time.Second)
+		var r0 uint64
+		if f != nil {
+			r0 = f.ProbeStats().Requests
+		}
 		c0 := cpuTime()
 		time.Sleep(*idle)
 		c := cpuTime() - c0
+		if f != nil {
+			probes = f.ProbeStats().Requests - r0
+		}
 		cancel()
 		wg.Wait()
 		stop()
@@ -734,5 +766,50 @@ func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plain
 		}
 		logf("idle fresh=%v: %.3fs CPU", isFresh, c.Seconds())
 	}
-	return plainCPU, freshCPU, nil
+	return plainCPU, freshCPU, probes, nil
+}
+
+// loadAvg is the machine's load average (1, 5 and 15 minutes), as uptime
+// prints it: on a shared machine, the context every figure needs.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
+}
+
+// revision is the commit this binary was built from (+dirty when the tree
+// had changes): as the go command stamped it, or, when it did not
+// (-buildvcs=false), as git reports the working tree, which `make scale`
+// has just built from.
+func revision() string {
+	var rev, dirty string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if rev == "" {
+		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			return "unknown"
+		}
+		rev = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+			dirty = "+dirty"
+		}
+	}
+	return rev[:min(len(rev), 9)] + dirty
 }
