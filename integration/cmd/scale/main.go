@@ -14,6 +14,9 @@
 //   - -waiters pending WaitForFreshness calls idle for -idle: CPU seconds,
 //     next to the plain informer idle.
 //
+// -phases picks measurements (sync,relist,stream,latency,idle), and
+// -latency-rounds pools the probes of several latency rounds.
+//
 // -profile DIR writes a CPU profile of every initial sync and a heap
 // profile of the synced cache, per informer and repetition, so the two
 // implementations' initial syncs can be compared entry by entry.
@@ -59,17 +62,20 @@ import (
 )
 
 var (
-	kubeconfig  = flag.String("cluster", "", "run against this cluster instead of starting a control plane")
-	objects     = flag.String("objects", "10000,30000", "initial-sync sizes (ConfigMaps of ~1 KiB)")
-	reps        = flag.Int("reps", 3, "repetitions of each sync and relist measurement (median reported)")
-	stream      = flag.Duration("stream", 30*time.Second, "length of each sustained update stream")
-	writers     = flag.Int("writers", 8, "concurrent writers of the update stream")
-	relistN     = flag.Int("relist-objects", 10000, "objects for the relist measurement (must be in -objects)")
-	waiters     = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
-	idle        = flag.Duration("idle", 20*time.Second, "idle measurement length")
-	childStream = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
-	childN      = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
-	profileDir  = flag.String("profile", "", "write a CPU profile of each initial sync, and a heap profile once it is synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof; merge one implementation's with `go tool pprof`)")
+	kubeconfig   = flag.String("cluster", "", "run against this cluster instead of starting a control plane")
+	objects      = flag.String("objects", "10000,30000", "initial-sync sizes (ConfigMaps of ~1 KiB)")
+	reps         = flag.Int("reps", 3, "repetitions of each sync and relist measurement (median reported)")
+	stream       = flag.Duration("stream", 30*time.Second, "length of each sustained update stream")
+	writers      = flag.Int("writers", 8, "concurrent writers of the update stream")
+	relistN      = flag.Int("relist-objects", 10000, "objects for the relist, stream, latency and idle measurements (one of -objects; 0: none)")
+	phases       = flag.String("phases", "sync,relist,stream,latency,idle", "measurements to run (all but sync at -relist-objects)")
+	streamRounds = flag.Int("stream-rounds", 2, "update streams per informer (alternating which goes first), summed")
+	latRounds    = flag.Int("latency-rounds", 1, "rounds of the under-load latency measurement (each -stream long), probes pooled")
+	waiters      = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
+	idle         = flag.Duration("idle", 20*time.Second, "idle measurement length")
+	childStream  = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
+	childN       = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
+	profileDir   = flag.String("profile", "", "write a CPU profile of each initial sync, and a heap profile once it is synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof; merge one implementation's with `go tool pprof`)")
 )
 
 func main() {
@@ -141,89 +147,18 @@ func run() error {
 		if err := populate(ctx, cs, ns, n); err != nil {
 			return err
 		}
-		var ps, fs []syncResult
-		for i := range *reps {
-			// Alternate which goes first, so a warming server favours neither.
-			order := []bool{false, true}
-			if i%2 == 1 {
-				order = []bool{true, false}
+		steps := []struct {
+			phase string
+			run   func(context.Context, kubernetes.Interface, string, int, func(what, plain, fresh, ratio string)) error
+		}{{"sync", syncRows}, {"relist", relistRows}, {"stream", streamRows}, {"latency", latencyRows}, {"idle", idleRows}}
+		for _, st := range steps {
+			if !slices.Contains(strings.Split(*phases, ","), st.phase) || (st.phase != "sync" && n != *relistN) {
+				continue
 			}
-			for _, fresh := range order {
-				r, err := measureSync(ctx, cs, ns, n, fresh, i)
-				if err != nil {
-					return err
-				}
-				logf("sync %d fresh=%v: %v, heap %.1f MiB, cpu %.2fs", n, fresh, r.took.Round(time.Millisecond), mib(r.heap), r.cpu.Seconds())
-				if fresh {
-					fs = append(fs, r)
-				} else {
-					ps = append(ps, r)
-				}
-			}
-		}
-		p, f := medianSync(ps), medianSync(fs)
-		row(fmt.Sprintf("initial sync %d: time to synced", n), dur(p.took), dur(f.took), ratio(f.took.Seconds(), p.took.Seconds()))
-		row(fmt.Sprintf("initial sync %d: heap after GC", n), fmt.Sprintf("%.1f MiB", mib(p.heap)), fmt.Sprintf("%.1f MiB", mib(f.heap)), ratio(float64(f.heap), float64(p.heap)))
-		row(fmt.Sprintf("initial sync %d: CPU", n), fmt.Sprintf("%.2f s", p.cpu.Seconds()), fmt.Sprintf("%.2f s", f.cpu.Seconds()), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
-
-		if n != *relistN {
-			continue
-		}
-		var pr, fr []relistResult
-		for range *reps {
-			for _, fresh := range []bool{false, true} {
-				r, err := measureRelist(ctx, cs, ns, fresh)
-				if err != nil {
-					return err
-				}
-				for _, x := range r {
-					logf("relist %d fresh=%v: %v, %d allocs, %.1f MiB", n, fresh, x.took.Round(time.Millisecond), x.allocs, mib(x.bytes))
-				}
-				if fresh {
-					fr = append(fr, r...)
-				} else {
-					pr = append(pr, r...)
-				}
-			}
-		}
-		p2, f2 := medianRelist(pr), medianRelist(fr)
-		row(fmt.Sprintf("relist %d: time", n), dur(p2.took), dur(f2.took), ratio(f2.took.Seconds(), p2.took.Seconds()))
-		row(fmt.Sprintf("relist %d: allocations", n), fmt.Sprintf("%d (%.1f MiB)", p2.allocs, mib(p2.bytes)), fmt.Sprintf("%d (%.1f MiB)", f2.allocs, mib(f2.bytes)), ratio(float64(f2.allocs), float64(p2.allocs)))
-
-		// Update stream on this namespace.
-		for _, fresh := range []bool{false, true} {
-			r, err := measureStream(ctx, cs, ns, n, fresh)
-			if err != nil {
+			if err := st.run(ctx, cs, ns, n, row); err != nil {
 				return err
 			}
-			logf("stream fresh=%v: %d events in %v, cpu %.2fs", fresh, r.events, r.took.Round(time.Millisecond), r.cpu.Seconds())
-			if fresh {
-				f3 = r
-			} else {
-				p3 = r
-			}
 		}
-		row(fmt.Sprintf("update stream (%d writers, %v): events/s", *writers, *stream), fmt.Sprintf("%.0f", p3.rate()), fmt.Sprintf("%.0f", f3.rate()), ratio(f3.rate(), p3.rate()))
-		row("update stream: CPU per 1000 events", fmt.Sprintf("%.1f ms", p3.cpuPer1000()), fmt.Sprintf("%.1f ms", f3.cpuPer1000()), ratio(f3.cpuPer1000(), p3.cpuPer1000()))
-
-		lat, err := measureLatency(ctx, cs, ns, n)
-		if err != nil {
-			return err
-		}
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
-			h, w := quantile(lat.handler, q.p), quantile(lat.wait, q.p)
-			row(fmt.Sprintf("under load: write -> visible, %s (%d probes)", q.name, len(lat.wait)),
-				fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness)", ms(w)), fmt.Sprintf("%+.2f ms", ms(w-h)))
-		}
-
-		pi, fi, probes, err := measureIdle(ctx, cs, ns)
-		if err != nil {
-			return err
-		}
-		row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU (%d probe requests)", fi.Seconds(), probes), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
 	}
 
 	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), revision())
@@ -235,8 +170,6 @@ func run() error {
 	}
 	return nil
 }
-
-var p3, f3 streamResult
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 func ms(d time.Duration) float64 {
@@ -632,7 +565,11 @@ func writeStream(ctx context.Context, cfg *rest.Config, ns string, n int, d time
 	return nil
 }
 
-type latencies struct{ handler, wait []time.Duration }
+// latencies are per probe: handler is the plain informer's handler seeing
+// the write, wait WaitForFreshness returning, own the FreshInformer's own
+// handler seeing it (same stream as wait: the difference between wait and
+// handler that is not the two watch streams').
+type latencies struct{ handler, wait, own []time.Duration }
 
 // measureLatency runs both informers on ns while the child writes the
 // stream, and makes sequential probe writes here: for each, the time from
@@ -642,21 +579,26 @@ func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n i
 	plain, _ := newInformer(listWatch(cs, ns), false)
 	_, fresh := newInformer(listWatch(cs, ns), true)
 	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	record := func(obj any) {
-		cm := obj.(*corev1.ConfigMap)
-		if strings.HasPrefix(cm.Name, "probe-") {
-			now := time.Now()
-			mu.Lock()
-			seen[cm.ResourceVersion] = now
-			mu.Unlock()
+	seen, seenOwn := map[string]time.Time{}, map[string]time.Time{}
+	recorder := func(into map[string]time.Time) func(obj any) {
+		return func(obj any) {
+			cm := obj.(*corev1.ConfigMap)
+			if strings.HasPrefix(cm.Name, "probe-") {
+				now := time.Now()
+				mu.Lock()
+				into[cm.ResourceVersion] = now
+				mu.Unlock()
+			}
 		}
 	}
-	if _, err := plain.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { record(obj) },
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}); err != nil {
-		return latencies{}, err
+	for inf, into := range map[informer]map[string]time.Time{plain: seen, fresh: seenOwn} {
+		record := recorder(into)
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { record(obj) },
+			UpdateFunc: func(_, obj any) { record(obj) },
+		}); err != nil {
+			return latencies{}, err
+		}
 	}
 	stopP, stopF := started(plain), started(fresh)
 	defer stopP()
@@ -701,11 +643,13 @@ func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n i
 	defer mu.Unlock()
 	for _, p := range probes[min(10, len(probes)):] { // the first ten are creates
 		h, ok := seen[p.rv]
-		if !ok {
+		o, okOwn := seenOwn[p.rv]
+		if !ok || !okOwn {
 			continue
 		}
 		lat.handler = append(lat.handler, h.Sub(p.returned))
 		lat.wait = append(lat.wait, p.fresh.Sub(p.returned))
+		lat.own = append(lat.own, o.Sub(p.returned))
 	}
 	if len(lat.wait) == 0 {
 		return lat, fmt.Errorf("no probe seen by the plain informer's handler")
@@ -812,4 +756,122 @@ func revision() string {
 		}
 	}
 	return rev[:min(len(rev), 9)] + dirty
+}
+
+// syncRows: initial sync of n objects, -reps times each, alternating.
+func syncRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var ps, fs []syncResult
+	for i := range *reps {
+		// Alternate which goes first, so a warming server favours neither.
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, fresh := range order {
+			r, err := measureSync(ctx, cs, ns, n, fresh, i)
+			if err != nil {
+				return err
+			}
+			logf("sync %d fresh=%v: %v, heap %.1f MiB, cpu %.2fs", n, fresh, r.took.Round(time.Millisecond), mib(r.heap), r.cpu.Seconds())
+			if fresh {
+				fs = append(fs, r)
+			} else {
+				ps = append(ps, r)
+			}
+		}
+	}
+	p, f := medianSync(ps), medianSync(fs)
+	row(fmt.Sprintf("initial sync %d: time to synced", n), dur(p.took), dur(f.took), ratio(f.took.Seconds(), p.took.Seconds()))
+	row(fmt.Sprintf("initial sync %d: heap after GC", n), fmt.Sprintf("%.1f MiB", mib(p.heap)), fmt.Sprintf("%.1f MiB", mib(f.heap)), ratio(float64(f.heap), float64(p.heap)))
+	row(fmt.Sprintf("initial sync %d: CPU", n), fmt.Sprintf("%.2f s", p.cpu.Seconds()), fmt.Sprintf("%.2f s", f.cpu.Seconds()), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
+	return nil
+}
+
+// relistRows: relists at n objects.
+func relistRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var pr, fr []relistResult
+	for range *reps {
+		for _, fresh := range []bool{false, true} {
+			r, err := measureRelist(ctx, cs, ns, fresh)
+			if err != nil {
+				return err
+			}
+			for _, x := range r {
+				logf("relist %d fresh=%v: %v, %d allocs, %.1f MiB", n, fresh, x.took.Round(time.Millisecond), x.allocs, mib(x.bytes))
+			}
+			if fresh {
+				fr = append(fr, r...)
+			} else {
+				pr = append(pr, r...)
+			}
+		}
+	}
+	p2, f2 := medianRelist(pr), medianRelist(fr)
+	row(fmt.Sprintf("relist %d: time", n), dur(p2.took), dur(f2.took), ratio(f2.took.Seconds(), p2.took.Seconds()))
+	row(fmt.Sprintf("relist %d: allocations", n), fmt.Sprintf("%d (%.1f MiB)", p2.allocs, mib(p2.bytes)), fmt.Sprintf("%d (%.1f MiB)", f2.allocs, mib(f2.bytes)), ratio(float64(f2.allocs), float64(p2.allocs)))
+	return nil
+}
+
+// streamRows: the update stream, one informer at a time, -stream-rounds
+// each, alternating which goes first; events and CPU are summed per
+// informer.
+func streamRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var p3, f3 streamResult
+	for round := range *streamRounds {
+		order := []bool{false, true}
+		if round%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, fresh := range order {
+			r, err := measureStream(ctx, cs, ns, n, fresh)
+			if err != nil {
+				return err
+			}
+			logf("stream fresh=%v: %d events in %v, cpu %.2fs", fresh, r.events, r.took.Round(time.Millisecond), r.cpu.Seconds())
+			sum := &p3
+			if fresh {
+				sum = &f3
+			}
+			sum.events += r.events
+			sum.took += r.took
+			sum.cpu += r.cpu
+		}
+	}
+	row(fmt.Sprintf("update stream (%d writers, %d x %v): events/s", *writers, *streamRounds, *stream), fmt.Sprintf("%.0f", p3.rate()), fmt.Sprintf("%.0f", f3.rate()), ratio(f3.rate(), p3.rate()))
+	row("update stream: CPU per 1000 events", fmt.Sprintf("%.1f ms", p3.cpuPer1000()), fmt.Sprintf("%.1f ms", f3.cpuPer1000()), ratio(f3.cpuPer1000(), p3.cpuPer1000()))
+	return nil
+}
+
+// latencyRows: write -> visible under load, both informers at once.
+func latencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var lat latencies
+	for round := range *latRounds {
+		l, err := measureLatency(ctx, cs, ns, n)
+		if err != nil {
+			return err
+		}
+		logf("latency round %d: %d probes", round, len(l.wait))
+		lat.handler = append(lat.handler, l.handler...)
+		lat.wait = append(lat.wait, l.wait...)
+		lat.own = append(lat.own, l.own...)
+	}
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
+		h, w, o := quantile(lat.handler, q.p), quantile(lat.wait, q.p), quantile(lat.own, q.p)
+		row(fmt.Sprintf("under load: write -> visible, %s (%d probes)", q.name, len(lat.wait)),
+			fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness; its own handler %.2f ms)", ms(w), ms(o)), fmt.Sprintf("%+.2f ms", ms(w-h)))
+	}
+	return nil
+}
+
+// idleRows: the quiet namespace with pending waiters.
+func idleRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	pi, fi, probes, err := measureIdle(ctx, cs, ns)
+	if err != nil {
+		return err
+	}
+	row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU (%d probe requests)", fi.Seconds(), probes), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
+	return nil
 }
