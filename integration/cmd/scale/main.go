@@ -17,9 +17,9 @@
 // -phases picks measurements (sync,relist,stream,latency,idle), and
 // -latency-rounds pools the probes of several latency rounds.
 //
-// -profile DIR writes a CPU profile of every initial sync and a heap
-// profile of the synced cache, per informer and repetition, so the two
-// implementations' initial syncs can be compared entry by entry.
+// -profile DIR writes a CPU profile of every initial sync and update
+// stream, and a heap profile of the synced cache, per informer and
+// repetition, so the two implementations can be compared entry by entry.
 //
 // It starts its own control plane (binaries from `make bins`) unless
 // -cluster (a kubeconfig path) is given. `make scale` runs it.
@@ -75,7 +75,7 @@ var (
 	idle         = flag.Duration("idle", 20*time.Second, "idle measurement length")
 	childStream  = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
 	childN       = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
-	profileDir   = flag.String("profile", "", "write a CPU profile of each initial sync, and a heap profile once it is synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof; merge one implementation's with `go tool pprof`)")
+	profileDir   = flag.String("profile", "", "write CPU profiles of each initial sync and update stream, and a heap profile once synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof, stream-N-IMPL-ROUND.cpu.pprof; merge one implementation's with `go tool pprof`)")
 )
 
 func main() {
@@ -290,7 +290,7 @@ type syncResult struct {
 
 func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool, rep int) (syncResult, error) {
 	base := heapAfterGC()
-	prof, err := startProfile(n, fresh, rep)
+	prof, err := startProfile("sync", n, fresh, rep)
 	if err != nil {
 		return syncResult{}, err
 	}
@@ -507,7 +507,7 @@ func startWriter(ns string, n int) (*exec.Cmd, error) {
 	return cmd, cmd.Start()
 }
 
-func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool) (streamResult, error) {
+func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool, round int) (streamResult, error) {
 	inf, _ := newInformer(listWatch(cs, ns), fresh)
 	var events atomic.Int64
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -525,11 +525,19 @@ func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n in
 	if err != nil {
 		return streamResult{}, err
 	}
+	prof, err := startProfile("stream", n, fresh, round)
+	if err != nil {
+		return streamResult{}, err
+	}
+	defer func() { _ = prof.stopCPU() }()
 	e0, c0, t0 := events.Load(), cpuTime(), time.Now()
 	werr := cmd.Wait()
 	// Let the last events arrive.
 	time.Sleep(time.Second)
 	r := streamResult{events: events.Load() - e0, took: time.Since(t0), cpu: cpuTime() - c0}
+	if err := prof.stopCPU(); err != nil {
+		return r, err
+	}
 	if werr != nil {
 		return r, fmt.Errorf("writer: %w", werr)
 	}
@@ -823,7 +831,7 @@ func streamRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, 
 			order = []bool{true, false}
 		}
 		for _, fresh := range order {
-			r, err := measureStream(ctx, cs, ns, n, fresh)
+			r, err := measureStream(ctx, cs, ns, n, fresh, round)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"runtime/pprof"
 )
 
-// syncProfile is one initial sync's profiles (-profile); a nil
+// syncProfile is one measurement's profiles (-profile); a nil
 // *syncProfile does nothing.
 type syncProfile struct {
 	base string // path without the .cpu.pprof / .heap.pprof suffix
@@ -21,15 +21,16 @@ func impl(fresh bool) string {
 	return "clientgo"
 }
 
-// startProfile starts a CPU profile of the sync about to be measured.
-func startProfile(n int, fresh bool, rep int) (*syncProfile, error) {
+// startProfile starts a CPU profile of the measurement about to run
+// (what: "sync" or "stream").
+func startProfile(what string, n int, fresh bool, rep int) (*syncProfile, error) {
 	if *profileDir == "" {
 		return nil, nil
 	}
 	if err := os.MkdirAll(*profileDir, 0o755); err != nil {
 		return nil, err
 	}
-	p := &syncProfile{base: filepath.Join(*profileDir, fmt.Sprintf("sync-%d-%s-%d", n, impl(fresh), rep))}
+	p := &syncProfile{base: filepath.Join(*profileDir, fmt.Sprintf("%s-%d-%s-%d", what, n, impl(fresh), rep))}
 	f, err := os.Create(p.base + ".cpu.pprof")
 	if err != nil {
 		return nil, err
