@@ -70,7 +70,7 @@ var (
 	relistN      = flag.Int("relist-objects", 10000, "objects for the relist, stream, latency and idle measurements (one of -objects; 0: none)")
 	phases       = flag.String("phases", "sync,relist,stream,latency,idle", "measurements to run (all but sync at -relist-objects)")
 	streamRounds = flag.Int("stream-rounds", 2, "update streams per informer (alternating which goes first), summed")
-	latRounds    = flag.Int("latency-rounds", 1, "rounds of the under-load latency measurement (each -stream long), probes pooled")
+	latRounds    = flag.Int("latency-rounds", 2, "rounds of the under-load latency measurement (each -stream long), probes pooled")
 	waiters      = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
 	idle         = flag.Duration("idle", 20*time.Second, "idle measurement length")
 	childStream  = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
