@@ -325,6 +325,19 @@ func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int,
 	return r, nil
 }
 
+func rangeOf(rs []syncResult, f func(syncResult) float64) (lo, hi float64) {
+	for i, r := range rs {
+		v := f(r)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	return lo, hi
+}
+
 func medianSync(rs []syncResult) syncResult {
 	med := func(f func(syncResult) float64) float64 {
 		v := make([]float64, len(rs))
@@ -789,9 +802,19 @@ func syncRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, ro
 		}
 	}
 	p, f := medianSync(ps), medianSync(fs)
-	row(fmt.Sprintf("initial sync %d: time to synced", n), dur(p.took), dur(f.took), ratio(f.took.Seconds(), p.took.Seconds()))
+	// Median (range over the -reps runs): on a shared machine the range
+	// says how much of a ratio is noise.
+	took := func(rs []syncResult, m syncResult) string {
+		lo, hi := rangeOf(rs, func(r syncResult) float64 { return r.took.Seconds() })
+		return fmt.Sprintf("%.2f s (%.2f–%.2f)", m.took.Seconds(), lo, hi)
+	}
+	cpu := func(rs []syncResult, m syncResult) string {
+		lo, hi := rangeOf(rs, func(r syncResult) float64 { return r.cpu.Seconds() })
+		return fmt.Sprintf("%.2f s (%.2f–%.2f)", m.cpu.Seconds(), lo, hi)
+	}
+	row(fmt.Sprintf("initial sync %d: time to synced, median (range) of %d", n, len(ps)), took(ps, p), took(fs, f), ratio(f.took.Seconds(), p.took.Seconds()))
 	row(fmt.Sprintf("initial sync %d: heap after GC", n), fmt.Sprintf("%.1f MiB", mib(p.heap)), fmt.Sprintf("%.1f MiB", mib(f.heap)), ratio(float64(f.heap), float64(p.heap)))
-	row(fmt.Sprintf("initial sync %d: CPU", n), fmt.Sprintf("%.2f s", p.cpu.Seconds()), fmt.Sprintf("%.2f s", f.cpu.Seconds()), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
+	row(fmt.Sprintf("initial sync %d: CPU, median (range)", n), cpu(ps, p), cpu(fs, f), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
 	return nil
 }
 
@@ -879,8 +902,8 @@ func latencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int,
 	for i := range lat.wait {
 		diff[i] = lat.wait[i] - lat.own[i]
 	}
-	row("under load: WaitForFreshness minus the FreshInformer's own handler, per probe: p50 / p99 / max", "—",
-		fmt.Sprintf("%+.2f / %+.2f / %+.2f ms", ms(quantile(diff, 0.5)), ms(quantile(diff, 0.99)), ms(quantile(diff, 1))), "—")
+	row("under load: WaitForFreshness minus the FreshInformer's own handler, per probe: min / p1 / p50 / p99 / max", "—",
+		fmt.Sprintf("%+.2f / %+.2f / %+.2f / %+.2f / %+.2f ms", ms(quantile(diff, 0)), ms(quantile(diff, 0.01)), ms(quantile(diff, 0.5)), ms(quantile(diff, 0.99)), ms(quantile(diff, 1))), "—")
 	return nil
 }
 
