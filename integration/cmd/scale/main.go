@@ -137,7 +137,7 @@ func run() error {
 		sizes = append(sizes, n)
 	}
 
-	began, loadStart := time.Now(), loadAvg()
+	began, loadStart, rev := time.Now(), loadAvg(), revision() // the tree as built, before any edit during the run
 	var rows []string
 	row := func(what, plain, fresh, ratio string) {
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", what, plain, fresh, ratio))
@@ -161,7 +161,7 @@ func run() error {
 		}
 	}
 
-	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), revision())
+	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), rev)
 	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n\n", loadStart, loadAvg())
 	fmt.Println("| measurement | client-go informer | FreshInformer | ratio / difference |")
 	fmt.Println("| --- | --- | --- | --- |")
