@@ -6,16 +6,17 @@
 //     CPU seconds (one informer at a time, alternating, median of -reps);
 //   - a sustained update stream (-stream long, written by a child process
 //     so its CPU is not ours): events/s and CPU per 1000 events, one
-//     informer at a time; then both together while this process makes
-//     sequential probe writes: write -> WaitForFreshness return vs write ->
-//     the plain informer's handler seeing the same resource version;
+//     informer at a time, -stream-rounds each; then both together while
+//     this process makes sequential probe writes (-latency-rounds):
+//     write -> WaitForFreshness return vs write -> the plain informer's
+//     handler, and the FreshInformer's own handler, seeing the same
+//     resource version;
 //   - relist at -relist-objects: time and allocations (a 410 injected into
 //     the watch makes the Reflector relist);
 //   - -waiters pending WaitForFreshness calls idle for -idle: CPU seconds,
 //     next to the plain informer idle.
 //
-// -phases picks measurements (sync,relist,stream,latency,idle), and
-// -latency-rounds pools the probes of several latency rounds.
+// -phases picks measurements (sync,relist,stream,latency,idle).
 //
 // -profile DIR writes a CPU profile of every initial sync and update
 // stream, and a heap profile of the synced cache, per informer and
