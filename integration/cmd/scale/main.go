@@ -16,7 +16,10 @@
 //   - -waiters pending WaitForFreshness calls idle for -idle: CPU seconds,
 //     next to the plain informer idle.
 //
-// -phases picks measurements (sync,relist,stream,latency,idle).
+// latency-shared is the latency measurement with both informers on one
+// list and watch stream (teeLW), so that per write only the informers
+// differ. -phases picks measurements (sync,relist,stream,latency,
+// latency-shared,idle).
 //
 // -profile DIR writes a CPU profile of every initial sync and update
 // stream, and a heap profile of the synced cache, per informer and
@@ -69,7 +72,7 @@ var (
 	stream       = flag.Duration("stream", 30*time.Second, "length of each sustained update stream")
 	writers      = flag.Int("writers", 8, "concurrent writers of the update stream")
 	relistN      = flag.Int("relist-objects", 10000, "objects for the relist, stream, latency and idle measurements (one of -objects; 0: none)")
-	phases       = flag.String("phases", "sync,relist,stream,latency,idle", "measurements to run (all but sync at -relist-objects)")
+	phases       = flag.String("phases", "sync,relist,stream,latency,latency-shared,idle", "measurements to run (all but sync at -relist-objects)")
 	streamRounds = flag.Int("stream-rounds", 2, "update streams per informer (alternating which goes first), summed")
 	latRounds    = flag.Int("latency-rounds", 2, "rounds of the under-load latency measurement (each -stream long), probes pooled")
 	waiters      = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
@@ -151,7 +154,7 @@ func run() error {
 		steps := []struct {
 			phase string
 			run   func(context.Context, kubernetes.Interface, string, int, func(what, plain, fresh, ratio string)) error
-		}{{"sync", syncRows}, {"relist", relistRows}, {"stream", streamRows}, {"latency", latencyRows}, {"idle", idleRows}}
+		}{{"sync", syncRows}, {"relist", relistRows}, {"stream", streamRows}, {"latency", latencyRows}, {"latency-shared", sharedLatencyRows}, {"idle", idleRows}}
 		for _, st := range steps {
 			if !slices.Contains(strings.Split(*phases, ","), st.phase) || (st.phase != "sync" && n != *relistN) {
 				continue
@@ -597,9 +600,14 @@ type latencies struct{ handler, wait, own []time.Duration }
 // stream, and makes sequential probe writes here: for each, the time from
 // the write's return to WaitForFreshness returning, and to the plain
 // informer's handler seeing the write's resource version.
-func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n int) (latencies, error) {
-	plain, _ := newInformer(listWatch(cs, ns), false)
-	_, fresh := newInformer(listWatch(cs, ns), true)
+func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n int, shared bool) (latencies, error) {
+	var plainLW, freshLW toolscache.ListerWatcher = listWatch(cs, ns), listWatch(cs, ns)
+	if shared {
+		tee := newTeeLW(listWatch(cs, ns), 2)
+		plainLW, freshLW = tee, tee
+	}
+	plain, _ := newInformer(plainLW, false)
+	_, fresh := newInformer(freshLW, true)
 	var mu sync.Mutex
 	seen, seenOwn := map[string]time.Time{}, map[string]time.Time{}
 	recorder := func(into map[string]time.Time) func(obj any) {
@@ -876,9 +884,23 @@ func streamRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, 
 
 // latencyRows: write -> visible under load, both informers at once.
 func latencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	return latencyRowsOn(ctx, cs, ns, n, row, false)
+}
+
+// sharedLatencyRows is latencyRows with both informers on one list and
+// watch stream (teeLW): per write, what differs is only the informers.
+func sharedLatencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	return latencyRowsOn(ctx, cs, ns, n, row, true)
+}
+
+func latencyRowsOn(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string), shared bool) error {
+	what := "under load"
+	if shared {
+		what = "under load, one watch stream shared"
+	}
 	var lat latencies
 	for round := range *latRounds {
-		l, err := measureLatency(ctx, cs, ns, n)
+		l, err := measureLatency(ctx, cs, ns, n, shared)
 		if err != nil {
 			return err
 		}
@@ -892,19 +914,26 @@ func latencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int,
 		p    float64
 	}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
 		h, w, o := quantile(lat.handler, q.p), quantile(lat.wait, q.p), quantile(lat.own, q.p)
-		row(fmt.Sprintf("under load: write -> visible, %s (%d probes)", q.name, len(lat.wait)),
+		row(fmt.Sprintf("%s: write -> visible, %s (%d probes)", what, q.name, len(lat.wait)),
 			fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness; its own handler %.2f ms)", ms(w), ms(o)), fmt.Sprintf("%+.2f ms", ms(w-h)))
 	}
 	// Per probe, both from the FreshInformer's one stream: how much later
 	// (positive) or earlier WaitForFreshness returned than that informer's
 	// own handler saw the write. This isolates the freshness path from the
 	// difference between two watch streams, which dominates the rows above.
-	diff := make([]time.Duration, len(lat.wait))
-	for i := range lat.wait {
-		diff[i] = lat.wait[i] - lat.own[i]
+	perProbe := func(name string, other []time.Duration) {
+		diff := make([]time.Duration, len(lat.wait))
+		for i := range lat.wait {
+			diff[i] = lat.wait[i] - other[i]
+		}
+		row(fmt.Sprintf("%s: WaitForFreshness minus %s, per probe: min / p1 / p50 / p99 / max", what, name), "—",
+			fmt.Sprintf("%+.2f / %+.2f / %+.2f / %+.2f / %+.2f ms", ms(quantile(diff, 0)), ms(quantile(diff, 0.01)), ms(quantile(diff, 0.5)), ms(quantile(diff, 0.99)), ms(quantile(diff, 1))), "—")
 	}
-	row("under load: WaitForFreshness minus the FreshInformer's own handler, per probe: min / p1 / p50 / p99 / max", "—",
-		fmt.Sprintf("%+.2f / %+.2f / %+.2f / %+.2f / %+.2f ms", ms(quantile(diff, 0)), ms(quantile(diff, 0.01)), ms(quantile(diff, 0.5)), ms(quantile(diff, 0.99)), ms(quantile(diff, 1))), "—")
+	perProbe("the FreshInformer's own handler", lat.own)
+	if shared {
+		// Same stream: the per-write comparison the target is about.
+		perProbe("client-go's handler", lat.handler)
+	}
 	return nil
 }
 
