@@ -509,3 +509,109 @@ func (benchMetrics) ObserveWait(_ WaitOutcome, d time.Duration) {
 }
 func (benchMetrics) ObserveWriteVisible(d time.Duration) { benchWaitTime.Observe(d.Seconds()) }
 func (benchMetrics) Stopped()                            {}
+
+// benchSyncObjects is how many ConfigMaps BenchmarkInitialSync lists: the
+// size of the real-apiserver scale measurement (docs/benchmarks.md).
+const benchSyncObjects = 10_000
+
+// streamedListLW serves a watch-list: its first watch streams every object
+// as an Added event, then the initial-events-end bookmark at listRV, and
+// stays open; it does not say it lacks watch-list semantics, so client-go's
+// Reflector (WatchListClient is on by default) streams instead of listing.
+// This is the path an informer takes against kube-apiserver 1.35+.
+type streamedListLW struct {
+	listRV  string
+	objects []*corev1.ConfigMap
+}
+
+func (lw *streamedListLW) List(metav1.ListOptions) (apiruntime.Object, error) {
+	return nil, errors.New("streamedListLW: the benchmark expects a watch-list, not a list")
+}
+
+func (lw *streamedListLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents == nil || !*opts.SendInitialEvents {
+		return nil, errors.New("streamedListLW: the benchmark expects a watch-list")
+	}
+	w := newBenchWatcher(len(lw.objects) + 1)
+	for _, o := range lw.objects {
+		w.send(watch.Event{Type: watch.Added, Object: o})
+	}
+	end := bookmark(lw.listRV)
+	end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	w.send(watch.Event{Type: watch.Bookmark, Object: end})
+	return w, nil
+}
+
+// BenchmarkInitialSync measures an informer's initial sync of
+// benchSyncObjects ConfigMaps, without a server: path=watchlist streams them
+// (what client-go does against a current apiserver), path=list lists them
+// (benchLW: one List, its items deep-copied as a decoder would allocate
+// them). An op is one whole sync: from RunWithContext until the informer
+// reports synced (its HasSyncedChecker's channel closes); no handler is
+// registered, as in the real-apiserver measurement. impl=fresh is a
+// FreshInformer, impl=clientgo client-go's SharedIndexInformer, fed the same
+// objects. cpu-ns/op is the process's CPU time per sync (every goroutine and
+// the garbage collector); allocs/op and B/op include the Reflector's and
+// the informer's start-up.
+func BenchmarkInitialSync(b *testing.B) {
+	objs, _ := benchObjects(benchSyncObjects, benchListRV-benchSyncObjects)
+	listRV := strconv.Itoa(benchListRV)
+	paths := []struct {
+		name string
+		lw   func() (toolscache.ListerWatcher, *benchLW)
+	}{
+		{"watchlist", func() (toolscache.ListerWatcher, *benchLW) {
+			return &streamedListLW{listRV: listRV, objects: objs}, nil
+		}},
+		{"list", func() (toolscache.ListerWatcher, *benchLW) {
+			lw := newBenchLW(listRV, objs, newBenchWatcher(1))
+			return lw, lw
+		}},
+	}
+	for _, path := range paths {
+		b.Run("path="+path.name, func(b *testing.B) {
+			for _, impl := range benchImpls {
+				b.Run("impl="+impl.name, func(b *testing.B) {
+					benchInitialSync(b, path.lw, impl.new)
+				})
+			}
+		})
+	}
+}
+
+func benchInitialSync(b *testing.B, newLW func() (toolscache.ListerWatcher, *benchLW), newInformer func(toolscache.ListerWatcher) (toolscache.SharedIndexInformer, func(context.Context, string) error)) {
+	b.ReportAllocs()
+	var cpu time.Duration
+	b.StopTimer()
+	for range b.N {
+		lw, plain := newLW()
+		inf, _ := newInformer(lw)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		runtime.GC() // the previous sync's garbage is not this one's cost
+
+		b.StartTimer()
+		c0 := cpuTime(b)
+		go func() {
+			defer close(done)
+			inf.RunWithContext(ctx)
+		}()
+		select {
+		case <-inf.HasSyncedChecker().Done():
+		case <-time.After(time.Minute):
+			b.Fatal("informer did not sync")
+		}
+		cpu += cpuTime(b) - c0
+		b.StopTimer()
+
+		if got := len(inf.GetStore().ListKeys()); got != benchSyncObjects {
+			b.Fatalf("synced with %d objects, want %d", got, benchSyncObjects)
+		}
+		if plain != nil {
+			<-plain.opened // the list+watch path opens its watch after the list
+		}
+		cancel()
+		<-done
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

@@ -6,19 +6,31 @@
 //     CPU seconds (one informer at a time, alternating, median of -reps);
 //   - a sustained update stream (-stream long, written by a child process
 //     so its CPU is not ours): events/s and CPU per 1000 events, one
-//     informer at a time; then both together while this process makes
-//     sequential probe writes: write -> WaitForFreshness return vs write ->
-//     the plain informer's handler seeing the same resource version;
+//     informer at a time, -stream-rounds each; then both together while
+//     this process makes sequential probe writes (-latency-rounds):
+//     write -> WaitForFreshness return vs write -> the plain informer's
+//     handler, and the FreshInformer's own handler, seeing the same
+//     resource version;
 //   - relist at -relist-objects: time and allocations (a 410 injected into
 //     the watch makes the Reflector relist);
 //   - -waiters pending WaitForFreshness calls idle for -idle: CPU seconds,
 //     next to the plain informer idle.
+//
+// latency-shared is the latency measurement with both informers on one
+// list and watch stream (teeLW), so that per write only the informers
+// differ. -phases picks measurements (sync,relist,stream,latency,
+// latency-shared,idle).
+//
+// -profile DIR writes a CPU profile of every initial sync and update
+// stream, and a heap profile of the synced cache, per informer and
+// repetition, so the two implementations can be compared entry by entry.
 //
 // It starts its own control plane (binaries from `make bins`) unless
 // -cluster (a kubeconfig path) is given. `make scale` runs it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -27,6 +39,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,16 +66,20 @@ import (
 )
 
 var (
-	kubeconfig  = flag.String("cluster", "", "run against this cluster instead of starting a control plane")
-	objects     = flag.String("objects", "10000,30000", "initial-sync sizes (ConfigMaps of ~1 KiB)")
-	reps        = flag.Int("reps", 3, "repetitions of each sync and relist measurement (median reported)")
-	stream      = flag.Duration("stream", 30*time.Second, "length of each sustained update stream")
-	writers     = flag.Int("writers", 8, "concurrent writers of the update stream")
-	relistN     = flag.Int("relist-objects", 10000, "objects for the relist measurement (must be in -objects)")
-	waiters     = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
-	idle        = flag.Duration("idle", 20*time.Second, "idle measurement length")
-	childStream = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
-	childN      = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
+	kubeconfig   = flag.String("cluster", "", "run against this cluster instead of starting a control plane")
+	objects      = flag.String("objects", "10000,30000", "initial-sync sizes (ConfigMaps of ~1 KiB)")
+	reps         = flag.Int("reps", 3, "repetitions of each sync and relist measurement (median reported)")
+	stream       = flag.Duration("stream", 30*time.Second, "length of each sustained update stream")
+	writers      = flag.Int("writers", 8, "concurrent writers of the update stream")
+	relistN      = flag.Int("relist-objects", 10000, "objects for the relist, stream, latency and idle measurements (one of -objects; 0: none)")
+	phases       = flag.String("phases", "sync,relist,stream,latency,latency-shared,idle", "measurements to run (all but sync at -relist-objects)")
+	streamRounds = flag.Int("stream-rounds", 2, "update streams per informer (alternating which goes first), summed")
+	latRounds    = flag.Int("latency-rounds", 2, "rounds of the under-load latency measurement (each -stream long), probes pooled")
+	waiters      = flag.Int("waiters", 1000, "pending WaitForFreshness calls for the idle measurement")
+	idle         = flag.Duration("idle", 20*time.Second, "idle measurement length")
+	childStream  = flag.String("child-stream", "", "internal: namespace to write the update stream into, then exit")
+	childN       = flag.Int("child-n", 0, "internal: objects in -child-stream's namespace")
+	profileDir   = flag.String("profile", "", "write CPU profiles of each initial sync and update stream, and a heap profile once synced, into this directory (sync-N-IMPL-REP.{cpu,heap}.pprof, stream-N-IMPL-ROUND.cpu.pprof; merge one implementation's with `go tool pprof`)")
 )
 
 func main() {
@@ -124,6 +141,7 @@ func run() error {
 		sizes = append(sizes, n)
 	}
 
+	began, loadStart, rev := time.Now(), loadAvg(), revision() // the tree as built, before any edit during the run
 	var rows []string
 	row := func(what, plain, fresh, ratio string) {
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", what, plain, fresh, ratio))
@@ -133,92 +151,22 @@ func run() error {
 		if err := populate(ctx, cs, ns, n); err != nil {
 			return err
 		}
-		var ps, fs []syncResult
-		for i := range *reps {
-			// Alternate which goes first, so a warming server favours neither.
-			order := []bool{false, true}
-			if i%2 == 1 {
-				order = []bool{true, false}
+		steps := []struct {
+			phase string
+			run   func(context.Context, kubernetes.Interface, string, int, func(what, plain, fresh, ratio string)) error
+		}{{"sync", syncRows}, {"relist", relistRows}, {"stream", streamRows}, {"latency", latencyRows}, {"latency-shared", sharedLatencyRows}, {"idle", idleRows}}
+		for _, st := range steps {
+			if !slices.Contains(strings.Split(*phases, ","), st.phase) || (st.phase != "sync" && n != *relistN) {
+				continue
 			}
-			for _, fresh := range order {
-				r, err := measureSync(ctx, cs, ns, n, fresh)
-				if err != nil {
-					return err
-				}
-				logf("sync %d fresh=%v: %v, heap %.1f MiB, cpu %.2fs", n, fresh, r.took.Round(time.Millisecond), mib(r.heap), r.cpu.Seconds())
-				if fresh {
-					fs = append(fs, r)
-				} else {
-					ps = append(ps, r)
-				}
-			}
-		}
-		p, f := medianSync(ps), medianSync(fs)
-		row(fmt.Sprintf("initial sync %d: time to synced", n), dur(p.took), dur(f.took), ratio(f.took.Seconds(), p.took.Seconds()))
-		row(fmt.Sprintf("initial sync %d: heap after GC", n), fmt.Sprintf("%.1f MiB", mib(p.heap)), fmt.Sprintf("%.1f MiB", mib(f.heap)), ratio(float64(f.heap), float64(p.heap)))
-		row(fmt.Sprintf("initial sync %d: CPU", n), fmt.Sprintf("%.2f s", p.cpu.Seconds()), fmt.Sprintf("%.2f s", f.cpu.Seconds()), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
-
-		if n != *relistN {
-			continue
-		}
-		var pr, fr []relistResult
-		for range *reps {
-			for _, fresh := range []bool{false, true} {
-				r, err := measureRelist(ctx, cs, ns, fresh)
-				if err != nil {
-					return err
-				}
-				for _, x := range r {
-					logf("relist %d fresh=%v: %v, %d allocs, %.1f MiB", n, fresh, x.took.Round(time.Millisecond), x.allocs, mib(x.bytes))
-				}
-				if fresh {
-					fr = append(fr, r...)
-				} else {
-					pr = append(pr, r...)
-				}
-			}
-		}
-		p2, f2 := medianRelist(pr), medianRelist(fr)
-		row(fmt.Sprintf("relist %d: time", n), dur(p2.took), dur(f2.took), ratio(f2.took.Seconds(), p2.took.Seconds()))
-		row(fmt.Sprintf("relist %d: allocations", n), fmt.Sprintf("%d (%.1f MiB)", p2.allocs, mib(p2.bytes)), fmt.Sprintf("%d (%.1f MiB)", f2.allocs, mib(f2.bytes)), ratio(float64(f2.allocs), float64(p2.allocs)))
-
-		// Update stream on this namespace.
-		for _, fresh := range []bool{false, true} {
-			r, err := measureStream(ctx, cs, ns, n, fresh)
-			if err != nil {
+			if err := st.run(ctx, cs, ns, n, row); err != nil {
 				return err
 			}
-			logf("stream fresh=%v: %d events in %v, cpu %.2fs", fresh, r.events, r.took.Round(time.Millisecond), r.cpu.Seconds())
-			if fresh {
-				f3 = r
-			} else {
-				p3 = r
-			}
 		}
-		row(fmt.Sprintf("update stream (%d writers, %v): events/s", *writers, *stream), fmt.Sprintf("%.0f", p3.rate()), fmt.Sprintf("%.0f", f3.rate()), ratio(f3.rate(), p3.rate()))
-		row("update stream: CPU per 1000 events", fmt.Sprintf("%.1f ms", p3.cpuPer1000()), fmt.Sprintf("%.1f ms", f3.cpuPer1000()), ratio(f3.cpuPer1000(), p3.cpuPer1000()))
-
-		lat, err := measureLatency(ctx, cs, ns, n)
-		if err != nil {
-			return err
-		}
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
-			h, w := quantile(lat.handler, q.p), quantile(lat.wait, q.p)
-			row(fmt.Sprintf("under load: write -> visible, %s (%d probes)", q.name, len(lat.wait)),
-				fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness)", ms(w)), fmt.Sprintf("%+.2f ms", ms(w-h)))
-		}
-
-		pi, fi, err := measureIdle(ctx, cs, ns)
-		if err != nil {
-			return err
-		}
-		row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU", fi.Seconds()), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
 	}
 
-	fmt.Printf("\n%s, GOMAXPROCS %d, %s\n\n", runtime.Version(), runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), rev)
+	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n\n", loadStart, loadAvg())
 	fmt.Println("| measurement | client-go informer | FreshInformer | ratio / difference |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, r := range rows {
@@ -226,8 +174,6 @@ func run() error {
 	}
 	return nil
 }
-
-var p3, f3 streamResult
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 func ms(d time.Duration) float64 {
@@ -346,19 +292,29 @@ type syncResult struct {
 	cpu  time.Duration
 }
 
-func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool) (syncResult, error) {
+func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool, rep int) (syncResult, error) {
 	base := heapAfterGC()
+	prof, err := startProfile("sync", n, fresh, rep)
+	if err != nil {
+		return syncResult{}, err
+	}
+	defer func() { _ = prof.stopCPU() }() // error paths; stopped below otherwise
 	cpu0 := cpuTime()
 	start := time.Now()
 	inf, _ := newInformer(listWatch(cs, ns), fresh)
 	stop := started(inf)
 	defer stop()
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if !toolscache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+	// The synced channel itself, not WaitForCacheSync (which polls every
+	// 100 ms): both informers close it once the initial list is applied.
+	select {
+	case <-inf.HasSyncedChecker().Done():
+	case <-time.After(5 * time.Minute):
 		return syncResult{}, fmt.Errorf("sync of %d timed out", n)
 	}
 	r := syncResult{took: time.Since(start), cpu: cpuTime() - cpu0}
+	if err := prof.stopCPU(); err != nil {
+		return r, err
+	}
 	if got := len(inf.GetStore().ListKeys()); got < n {
 		return r, fmt.Errorf("synced with %d objects, want %d", got, n)
 	}
@@ -366,8 +322,24 @@ func measureSync(ctx context.Context, cs kubernetes.Interface, ns string, n int,
 	if h > base {
 		r.heap = h - base
 	}
+	if err := prof.writeHeap(); err != nil {
+		return r, err
+	}
 	runtime.KeepAlive(inf)
 	return r, nil
+}
+
+func rangeOf(rs []syncResult, f func(syncResult) float64) (lo, hi float64) {
+	for i, r := range rs {
+		v := f(r)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	return lo, hi
 }
 
 func medianSync(rs []syncResult) syncResult {
@@ -552,7 +524,7 @@ func startWriter(ns string, n int) (*exec.Cmd, error) {
 	return cmd, cmd.Start()
 }
 
-func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool) (streamResult, error) {
+func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n int, fresh bool, round int) (streamResult, error) {
 	inf, _ := newInformer(listWatch(cs, ns), fresh)
 	var events atomic.Int64
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -570,11 +542,19 @@ func measureStream(ctx context.Context, cs kubernetes.Interface, ns string, n in
 	if err != nil {
 		return streamResult{}, err
 	}
+	prof, err := startProfile("stream", n, fresh, round)
+	if err != nil {
+		return streamResult{}, err
+	}
+	defer func() { _ = prof.stopCPU() }()
 	e0, c0, t0 := events.Load(), cpuTime(), time.Now()
 	werr := cmd.Wait()
 	// Let the last events arrive.
 	time.Sleep(time.Second)
 	r := streamResult{events: events.Load() - e0, took: time.Since(t0), cpu: cpuTime() - c0}
+	if err := prof.stopCPU(); err != nil {
+		return r, err
+	}
 	if werr != nil {
 		return r, fmt.Errorf("writer: %w", werr)
 	}
@@ -610,31 +590,45 @@ func writeStream(ctx context.Context, cfg *rest.Config, ns string, n int, d time
 	return nil
 }
 
-type latencies struct{ handler, wait []time.Duration }
+// latencies are per probe: handler is the plain informer's handler seeing
+// the write, wait WaitForFreshness returning, own the FreshInformer's own
+// handler seeing it (same stream as wait: the difference between wait and
+// handler that is not the two watch streams').
+type latencies struct{ handler, wait, own []time.Duration }
 
 // measureLatency runs both informers on ns while the child writes the
 // stream, and makes sequential probe writes here: for each, the time from
 // the write's return to WaitForFreshness returning, and to the plain
 // informer's handler seeing the write's resource version.
-func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n int) (latencies, error) {
-	plain, _ := newInformer(listWatch(cs, ns), false)
-	_, fresh := newInformer(listWatch(cs, ns), true)
+func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n int, shared bool) (latencies, error) {
+	var plainLW, freshLW toolscache.ListerWatcher = listWatch(cs, ns), listWatch(cs, ns)
+	if shared {
+		tee := newTeeLW(listWatch(cs, ns), 2)
+		plainLW, freshLW = tee, tee
+	}
+	plain, _ := newInformer(plainLW, false)
+	_, fresh := newInformer(freshLW, true)
 	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	record := func(obj any) {
-		cm := obj.(*corev1.ConfigMap)
-		if strings.HasPrefix(cm.Name, "probe-") {
-			now := time.Now()
-			mu.Lock()
-			seen[cm.ResourceVersion] = now
-			mu.Unlock()
+	seen, seenOwn := map[string]time.Time{}, map[string]time.Time{}
+	recorder := func(into map[string]time.Time) func(obj any) {
+		return func(obj any) {
+			cm := obj.(*corev1.ConfigMap)
+			if strings.HasPrefix(cm.Name, "probe-") {
+				now := time.Now()
+				mu.Lock()
+				into[cm.ResourceVersion] = now
+				mu.Unlock()
+			}
 		}
 	}
-	if _, err := plain.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { record(obj) },
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}); err != nil {
-		return latencies{}, err
+	for inf, into := range map[informer]map[string]time.Time{plain: seen, fresh: seenOwn} {
+		record := recorder(into)
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { record(obj) },
+			UpdateFunc: func(_, obj any) { record(obj) },
+		}); err != nil {
+			return latencies{}, err
+		}
 	}
 	stopP, stopF := started(plain), started(fresh)
 	defer stopP()
@@ -679,11 +673,13 @@ func measureLatency(ctx context.Context, cs kubernetes.Interface, ns string, n i
 	defer mu.Unlock()
 	for _, p := range probes[min(10, len(probes)):] { // the first ten are creates
 		h, ok := seen[p.rv]
-		if !ok {
+		o, okOwn := seenOwn[p.rv]
+		if !ok || !okOwn {
 			continue
 		}
 		lat.handler = append(lat.handler, h.Sub(p.returned))
 		lat.wait = append(lat.wait, p.fresh.Sub(p.returned))
+		lat.own = append(lat.own, o.Sub(p.returned))
 	}
 	if len(lat.wait) == 0 {
 		return lat, fmt.Errorf("no probe seen by the plain informer's handler")
@@ -701,13 +697,16 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // measureIdle: a quiet namespace of n objects, each informer alone for
 // -idle; the FreshInformer with -waiters pending waits for an RV nobody
 // will write.
-func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plainCPU, freshCPU time.Duration, err error) {
+// probes counts the quiet-resource probe requests the FreshInformer sent
+// meanwhile (its waiters' target is never reached, so it probes, backing
+// off).
+func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plainCPU, freshCPU time.Duration, probes uint64, err error) {
 	for _, isFresh := range []bool{false, true} {
 		inf, f := newInformer(listWatch(cs, ns), isFresh)
 		stop := started(inf)
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			stop()
-			return 0, 0, fmt.Errorf("no sync")
+			return 0, 0, 0, fmt.Errorf("no sync")
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -721,9 +720,16 @@ func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plain
 		}
 		runtime.GC()
 		time.Sleep(time.Second)
+		var r0 uint64
+		if f != nil {
+			r0 = f.ProbeStats().Requests
+		}
 		c0 := cpuTime()
 		time.Sleep(*idle)
 		c := cpuTime() - c0
+		if f != nil {
+			probes = f.ProbeStats().Requests - r0
+		}
 		cancel()
 		wg.Wait()
 		stop()
@@ -734,5 +740,209 @@ func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plain
 		}
 		logf("idle fresh=%v: %.3fs CPU", isFresh, c.Seconds())
 	}
-	return plainCPU, freshCPU, nil
+	return plainCPU, freshCPU, probes, nil
+}
+
+// loadAvg is the machine's load average (1, 5 and 15 minutes), as uptime
+// prints it: on a shared machine, the context every figure needs.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
+}
+
+// revision is the commit this binary was built from (+dirty when the tree
+// had changes): as the go command stamped it, or, when it did not
+// (-buildvcs=false), as git reports the working tree, which `make scale`
+// has just built from.
+func revision() string {
+	var rev, dirty string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if rev == "" {
+		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			return "unknown"
+		}
+		rev = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+			dirty = "+dirty"
+		}
+	}
+	return rev[:min(len(rev), 9)] + dirty
+}
+
+// syncRows: initial sync of n objects, -reps times each, alternating.
+func syncRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var ps, fs []syncResult
+	for i := range *reps {
+		// Alternate which goes first, so a warming server favours neither.
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, fresh := range order {
+			r, err := measureSync(ctx, cs, ns, n, fresh, i)
+			if err != nil {
+				return err
+			}
+			logf("sync %d fresh=%v: %v, heap %.1f MiB, cpu %.2fs", n, fresh, r.took.Round(time.Millisecond), mib(r.heap), r.cpu.Seconds())
+			if fresh {
+				fs = append(fs, r)
+			} else {
+				ps = append(ps, r)
+			}
+		}
+	}
+	p, f := medianSync(ps), medianSync(fs)
+	// Median (range over the -reps runs): on a shared machine the range
+	// says how much of a ratio is noise.
+	took := func(rs []syncResult, m syncResult) string {
+		lo, hi := rangeOf(rs, func(r syncResult) float64 { return r.took.Seconds() })
+		return fmt.Sprintf("%.2f s (%.2f–%.2f)", m.took.Seconds(), lo, hi)
+	}
+	cpu := func(rs []syncResult, m syncResult) string {
+		lo, hi := rangeOf(rs, func(r syncResult) float64 { return r.cpu.Seconds() })
+		return fmt.Sprintf("%.2f s (%.2f–%.2f)", m.cpu.Seconds(), lo, hi)
+	}
+	row(fmt.Sprintf("initial sync %d: time to synced, median (range) of %d", n, len(ps)), took(ps, p), took(fs, f), ratio(f.took.Seconds(), p.took.Seconds()))
+	row(fmt.Sprintf("initial sync %d: heap after GC", n), fmt.Sprintf("%.1f MiB", mib(p.heap)), fmt.Sprintf("%.1f MiB", mib(f.heap)), ratio(float64(f.heap), float64(p.heap)))
+	row(fmt.Sprintf("initial sync %d: CPU, median (range)", n), cpu(ps, p), cpu(fs, f), ratio(f.cpu.Seconds(), p.cpu.Seconds()))
+	return nil
+}
+
+// relistRows: relists at n objects.
+func relistRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var pr, fr []relistResult
+	for range *reps {
+		for _, fresh := range []bool{false, true} {
+			r, err := measureRelist(ctx, cs, ns, fresh)
+			if err != nil {
+				return err
+			}
+			for _, x := range r {
+				logf("relist %d fresh=%v: %v, %d allocs, %.1f MiB", n, fresh, x.took.Round(time.Millisecond), x.allocs, mib(x.bytes))
+			}
+			if fresh {
+				fr = append(fr, r...)
+			} else {
+				pr = append(pr, r...)
+			}
+		}
+	}
+	p2, f2 := medianRelist(pr), medianRelist(fr)
+	row(fmt.Sprintf("relist %d: time", n), dur(p2.took), dur(f2.took), ratio(f2.took.Seconds(), p2.took.Seconds()))
+	row(fmt.Sprintf("relist %d: allocations", n), fmt.Sprintf("%d (%.1f MiB)", p2.allocs, mib(p2.bytes)), fmt.Sprintf("%d (%.1f MiB)", f2.allocs, mib(f2.bytes)), ratio(float64(f2.allocs), float64(p2.allocs)))
+	return nil
+}
+
+// streamRows: the update stream, one informer at a time, -stream-rounds
+// each, alternating which goes first; events and CPU are summed per
+// informer.
+func streamRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	var p3, f3 streamResult
+	for round := range *streamRounds {
+		order := []bool{false, true}
+		if round%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, fresh := range order {
+			r, err := measureStream(ctx, cs, ns, n, fresh, round)
+			if err != nil {
+				return err
+			}
+			logf("stream fresh=%v: %d events in %v, cpu %.2fs", fresh, r.events, r.took.Round(time.Millisecond), r.cpu.Seconds())
+			sum := &p3
+			if fresh {
+				sum = &f3
+			}
+			sum.events += r.events
+			sum.took += r.took
+			sum.cpu += r.cpu
+		}
+	}
+	row(fmt.Sprintf("update stream (%d writers, %d x %v): events/s", *writers, *streamRounds, *stream), fmt.Sprintf("%.0f", p3.rate()), fmt.Sprintf("%.0f", f3.rate()), ratio(f3.rate(), p3.rate()))
+	row("update stream: CPU per 1000 events", fmt.Sprintf("%.1f ms", p3.cpuPer1000()), fmt.Sprintf("%.1f ms", f3.cpuPer1000()), ratio(f3.cpuPer1000(), p3.cpuPer1000()))
+	return nil
+}
+
+// latencyRows: write -> visible under load, both informers at once.
+func latencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	return latencyRowsOn(ctx, cs, ns, n, row, false)
+}
+
+// sharedLatencyRows is latencyRows with both informers on one list and
+// watch stream (teeLW): per write, what differs is only the informers.
+func sharedLatencyRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	return latencyRowsOn(ctx, cs, ns, n, row, true)
+}
+
+func latencyRowsOn(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string), shared bool) error {
+	what := "under load"
+	if shared {
+		what = "under load, one watch stream shared"
+	}
+	var lat latencies
+	for round := range *latRounds {
+		l, err := measureLatency(ctx, cs, ns, n, shared)
+		if err != nil {
+			return err
+		}
+		logf("latency round %d: %d probes", round, len(l.wait))
+		lat.handler = append(lat.handler, l.handler...)
+		lat.wait = append(lat.wait, l.wait...)
+		lat.own = append(lat.own, l.own...)
+	}
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
+		h, w, o := quantile(lat.handler, q.p), quantile(lat.wait, q.p), quantile(lat.own, q.p)
+		row(fmt.Sprintf("%s: write -> visible, %s (%d probes)", what, q.name, len(lat.wait)),
+			fmt.Sprintf("%.2f ms (handler)", ms(h)), fmt.Sprintf("%.2f ms (WaitForFreshness; its own handler %.2f ms)", ms(w), ms(o)), fmt.Sprintf("%+.2f ms", ms(w-h)))
+	}
+	// Per probe, both from the FreshInformer's one stream: how much later
+	// (positive) or earlier WaitForFreshness returned than that informer's
+	// own handler saw the write. This isolates the freshness path from the
+	// difference between two watch streams, which dominates the rows above.
+	perProbe := func(name string, other []time.Duration) {
+		diff := make([]time.Duration, len(lat.wait))
+		for i := range lat.wait {
+			diff[i] = lat.wait[i] - other[i]
+		}
+		row(fmt.Sprintf("%s: WaitForFreshness minus %s, per probe: min / p1 / p50 / p99 / max", what, name), "—",
+			fmt.Sprintf("%+.2f / %+.2f / %+.2f / %+.2f / %+.2f ms", ms(quantile(diff, 0)), ms(quantile(diff, 0.01)), ms(quantile(diff, 0.5)), ms(quantile(diff, 0.99)), ms(quantile(diff, 1))), "—")
+	}
+	perProbe("the FreshInformer's own handler", lat.own)
+	if shared {
+		// Same stream: the per-write comparison the target is about.
+		perProbe("client-go's handler", lat.handler)
+	}
+	return nil
+}
+
+// idleRows: the quiet namespace with pending waiters.
+func idleRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
+	pi, fi, probes, err := measureIdle(ctx, cs, ns)
+	if err != nil {
+		return err
+	}
+	row(fmt.Sprintf("idle %v, %d waiters pending", *idle, *waiters), fmt.Sprintf("%.3f s CPU (no waiters)", pi.Seconds()), fmt.Sprintf("%.3f s CPU (%d probe requests)", fi.Seconds(), probes), fmt.Sprintf("%+.3f s", (fi-pi).Seconds()))
+	return nil
 }
