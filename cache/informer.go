@@ -66,7 +66,10 @@ type FreshInformer struct {
 	// advanceAfterDeclare is the resource version of a list that brought a
 	// regression: the tracker reaches it once the regression is declared.
 	advanceAfterDeclare freshness.RV
-	written             writtenKeys // recorded writes not yet applied (lostwrites.go)
+	// declareBarrier holds the handlers' notifications from that list
+	// back until the regression is declared.
+	declareBarrier chan struct{}
+	written        writtenKeys // recorded writes not yet applied (lostwrites.go)
 
 	mu                   sync.Mutex // guards the fields below
 	started, stopped     bool
@@ -350,15 +353,19 @@ func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList b
 
 // declareFound declares the regressions found while applying, outside
 // blockDeltas (the user's callback may call back into the informer), then
-// releases the waiters the regressing list reached: a caller told "fresh"
-// after a lost write sees the regression already counted.
+// releases the handlers and waiters the regressing list reached: a handler
+// that sees a key go back, or a caller told "fresh" after a lost write,
+// finds the regression already declared.
 func (f *FreshInformer) declareFound() {
 	f.blockDeltas.Lock()
-	declare, advance := f.declare, f.advanceAfterDeclare
-	f.declare, f.advanceAfterDeclare = nil, freshness.RV{}
+	declare, advance, barrier := f.declare, f.advanceAfterDeclare, f.declareBarrier
+	f.declare, f.advanceAfterDeclare, f.declareBarrier = nil, freshness.RV{}, nil
 	f.blockDeltas.Unlock()
 	for _, r := range declare {
 		f.guard.DeclareRegression(r)
+	}
+	if barrier != nil {
+		close(barrier)
 	}
 	if !advance.IsZero() {
 		f.tracker.Advance(advance)
@@ -535,6 +542,12 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	}
 	slices.Sort(back.sample) // a watch-list's objects come in no set order
 	f.observeList(info.ResourceVersion, back)
+	if len(f.declare) > 0 && f.declareBarrier == nil {
+		// Handlers hear of keys going back only once the regression is
+		// declared (declareFound lifts the barrier).
+		f.declareBarrier = make(chan struct{})
+		f.processor.distribute(notification{kind: barrierNotification, newObj: f.declareBarrier}, false)
+	}
 	for _, g := range gone {
 		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)
 	}

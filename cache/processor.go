@@ -20,6 +20,10 @@ const (
 	addNotification notificationKind = iota
 	updateNotification
 	deleteNotification
+	// barrierNotification holds a listener until its channel (newObj) is
+	// closed: the notifications behind it wait for a regression found
+	// while applying them to be declared.
+	barrierNotification
 )
 
 // notification is one call due to a handler. Kept as a value in the
@@ -141,6 +145,11 @@ func (l *listener) deliver(n notification) {
 		l.handler.OnUpdate(n.oldObj, n.newObj)
 	case deleteNotification:
 		l.handler.OnDelete(n.oldObj)
+	case barrierNotification:
+		select {
+		case <-n.newObj.(chan struct{}):
+		case <-l.stop:
+		}
 	}
 }
 
