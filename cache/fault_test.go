@@ -17,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgofeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -39,6 +42,7 @@ var (
 	faultBudget   = flag.Duration("fault.budget", 0, "fault suite: start no new seeds after this long (0: no limit)")
 	faultTime     = flag.Duration("fault.time", 1500*time.Millisecond, "fault suite: fault phase of one seed")
 	faultParallel = flag.Int("fault.parallel", 8, "fault suite: seeds run at once")
+	faultTrace    = flag.Bool("fault.trace", false, "fault suite: print each seed's timeline (requests, recorded writes, restores, regressions, handler events) to stdout")
 	faultKinds    = flag.String("fault.kinds", "", "fault suite: comma-separated fault kinds to allow (default all; an unknown name is an error listing them)")
 )
 
@@ -220,19 +224,18 @@ var faultKindList = []faultKind{
 		r.srv.SetDown(true)
 		rev := r.srv.Rev()
 		r.srv.Restore(rev-min(rev-1, uint64(20+r.rng.IntN(150))), 1000+uint64(r.rng.IntN(1000)))
-		r.restored()
-		r.after(r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
+		r.trace("restored (bumped) at %d, epoch %d", r.srv.Rev(), r.srv.Epoch())
+		r.after(r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false); r.trace("up") })
 		r.quiet(3 * time.Second)
 	}},
 	{name: "restore-nobump", regresses: true, weight: 1, do: func(r *seedRun) {
 		r.srv.SetDown(true)
 		rev := r.srv.Rev()
-		r.nobump.Store(int64(r.srv.Epoch() + 1))
 		r.srv.Restore(rev-min(rev-1, uint64(20+r.rng.IntN(150))), 0)
-		r.restored()
+		r.trace("restored (not bumped) at %d, epoch %d", r.srv.Rev(), r.srv.Epoch())
 		// A restart takes a while: the Reflector's immediate re-watch
 		// finds the server down.
-		r.after(50*time.Millisecond+r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
+		r.after(50*time.Millisecond+r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false); r.trace("up") })
 		if r.rng.IntN(2) == 0 {
 			r.quiet(3 * time.Second)
 		}
@@ -363,11 +366,7 @@ type seedRun struct {
 	recorded      atomic.Uint64 // the newest write recorded with RecordWrite
 	recordedEpoch atomic.Int64  // and its epoch
 	quietUntil    atomic.Int64  // the writer pauses until then (UnixNano)
-	// epochStart[e] is the server's revision right after the restore that
-	// began epoch e (guarded by mu).
-	epochStart map[int]uint64
-	nobump     atomic.Int64  // the epoch a restore without a bumped revision began, -1 if none
-	done       chan struct{} // closed when the fault phase and the workload end
+	done          chan struct{} // closed when the fault phase and the workload end
 
 	mu        sync.Mutex
 	failures  []string
@@ -391,6 +390,14 @@ func (r *seedRun) failf(format string, args ...any) {
 	}
 }
 
+// trace prints a line of the seed's timeline (-fault.trace).
+func (r *seedRun) trace(format string, args ...any) {
+	if !*faultTrace {
+		return
+	}
+	fmt.Printf("%8s seed %d: %s\n", time.Since(r.start).Round(time.Microsecond), r.seed, fmt.Sprintf(format, args...))
+}
+
 func (r *seedRun) count(what string, n int) {
 	r.mu.Lock()
 	r.counts[what] += n
@@ -412,14 +419,6 @@ func (r *seedRun) after(d time.Duration, f func()) {
 		}
 		f()
 	})
-}
-
-// restored notes where the epoch a restore began starts.
-func (r *seedRun) restored() {
-	st := r.srv.Stats()
-	r.mu.Lock()
-	r.epochStart[st.Epoch] = st.Rev
-	r.mu.Unlock()
 }
 
 // quiet pauses the writer for about d: bursts and lulls, so that a relist
@@ -470,6 +469,7 @@ func (r *seedRun) recordWrite(epoch int, rev uint64, err error) {
 		return
 	}
 	_ = r.inf.RecordWrite(strconv.FormatUint(rev, 10))
+	r.trace("recorded write %d (epoch %d)", rev, epoch)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := r.srv.Epoch(); now != epoch {
@@ -511,11 +511,9 @@ func runFaultSeed(seed uint64) *seedReport {
 		done:        make(chan struct{}),
 		counts:      map[string]int{},
 		writes:      map[uint64]bool{},
-		epochStart:  map[int]uint64{},
 		active:      map[*apimodel.Faults]time.Time{},
 	}
 	defer r.srv.Close()
-	r.nobump.Store(-1)
 	for i := range r.keys {
 		if rng.IntN(3) > 0 {
 			_, _ = r.srv.Create(fmt.Sprintf("k%02d", i), "0")
@@ -533,10 +531,14 @@ func runFaultSeed(seed uint64) *seedReport {
 	if rng.IntN(2) == 0 {
 		r.streams, probeDelay = 2, DefaultQuietProbeDelay
 	}
-	r.inf = NewSharedIndexInformer(r.srv, &corev1.ConfigMap{}, resync, toolscache.Indexers{},
+	var lw toolscache.ListerWatcher = r.srv
+	if *faultTrace {
+		lw = &tracingLW{r: r}
+	}
+	r.inf = NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, toolscache.Indexers{},
 		WithName(fmt.Sprintf("fault-%d", seed)),
 		WithAcceptRegressionAfter(r.acceptAfter),
-		WithRegressionHandler(func(reflector.Regression) { r.regressions.Add(1) }),
+		WithRegressionHandler(func(g reflector.Regression) { r.regressions.Add(1); r.trace("REGRESSION %+v", g) }),
 		WithQuietProbeDelay(probeDelay),
 	)
 	staleMsg, _, _ := strings.Cut((&reflector.StaleListError{ListResourceVersion: "\x00"}).Error(), "\x00")
@@ -783,10 +785,7 @@ func (r *seedRun) waitAndCheck(epoch int, target uint64, timeout time.Duration) 
 // on. A restore or a declared regression since the wait began makes the
 // check moot (the server or the informer documentedly went back in time).
 func (r *seedRun) checkFresh(target uint64, epoch int, regs int64) {
-	r.mu.Lock()
-	start, restoredEpoch := r.epochStart[epoch]
-	r.mu.Unlock()
-	if restoredEpoch && (target <= start || int64(epoch) == r.nobump.Load()) && !r.recordedWrite(epoch, target) {
+	if rs, ok := r.srv.RestorationOf(epoch); ok && (target <= rs.Rev || !rs.Bumped) && !r.recordedWrite(epoch, target) {
 		// The server went back in time (a restore): the informer can tell
 		// only from a list, or from a write below what it observed
 		// (RecordWrite). A revision at or below the restore's, or any one
@@ -1007,8 +1006,9 @@ type checkingHandler struct {
 
 type handlerSeen struct {
 	rev     uint64
+	write   uint64 // the write of the state last seen
 	deleted bool
-	regs    int64 // declared regressions when last seen
+	regs    int64 // declared regressions when that state was first seen
 }
 
 func (r *seedRun) addHandler() {
@@ -1069,7 +1069,13 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events++
+	h.r.trace("handler %d %s %s %v regs=%d", h.id, what, name, v, regs)
 	prev, known := h.keys[name]
+	if known && what == "update" && !prev.deleted && v.Write == prev.write {
+		// The same state again (a resync): a regression declared since it
+		// was first delivered still covers it going back later.
+		return
+	}
 	declared := regs > prev.regs
 	switch {
 	case !v.Exists:
@@ -1090,7 +1096,7 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 	if known && !declared && prev.rev > rev {
 		rev = prev.rev
 	}
-	h.keys[name] = handlerSeen{rev: rev, deleted: deleted, regs: regs}
+	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: regs}
 }
 
 func (h *checkingHandler) OnAdd(obj any, _ bool) { h.see("add", obj, false) }
@@ -1264,4 +1270,23 @@ func runWrapSeed(seed uint64) *seedReport {
 	close(done)
 	work.Wait()
 	return rep
+}
+
+// tracingLW is the model's ListerWatcher, tracing each request (-fault.trace).
+type tracingLW struct{ r *seedRun }
+
+func (t *tracingLW) List(o metav1.ListOptions) (runtime.Object, error) {
+	obj, err := t.r.srv.List(o)
+	rv := ""
+	if l, ok := obj.(*corev1.ConfigMapList); ok {
+		rv = l.ResourceVersion
+	}
+	t.r.trace("LIST rv=%q match=%q limit=%d cont=%v -> rv %s err %v", o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue != "", rv, err)
+	return obj, err
+}
+
+func (t *tracingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	w, err := t.r.srv.Watch(o)
+	t.r.trace("WATCH rv=%q wl=%v -> err %v", o.ResourceVersion, o.SendInitialEvents != nil, err)
+	return w, err
 }

@@ -185,6 +185,15 @@ type Server struct {
 	closed    bool
 	down      bool            // restarting: every request fails
 	mangled   map[uint64]bool // writes served with a malformed resourceVersion
+	restores  []Restoration   // restores[e-1] began epoch e
+}
+
+// A Restoration describes one Restore: the epoch it began, the revision
+// the server was at right after it, and whether the revision was bumped.
+type Restoration struct {
+	Epoch  int
+	Rev    uint64
+	Bumped bool
 }
 
 // New returns a Server at revision 1 with no objects.
@@ -578,7 +587,20 @@ func (s *Server) Restore(rev, bump uint64) {
 		s.endLocked(w, nil)
 	}
 	s.stats.Epoch++
+	s.restores = append(s.restores, Restoration{Epoch: s.stats.Epoch, Rev: s.rev, Bumped: bump > 0})
 	s.broadcastLocked()
+}
+
+// RestorationOf returns the Restore that began epoch, recorded under the
+// same lock as the restore itself (a test reading the epoch never misses
+// its restoration); false for epoch 0 (no restore yet) or a future one.
+func (s *Server) RestorationOf(epoch int) (Restoration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch < 1 || epoch > len(s.restores) {
+		return Restoration{}, false
+	}
+	return s.restores[epoch-1], true
 }
 
 // Close ends every stream and waits for their goroutines.

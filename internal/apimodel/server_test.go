@@ -329,6 +329,17 @@ func TestRestore(t *testing.T) {
 	if len(got) != 1 || got[0].Rev != 2 {
 		t.Fatalf("a since 1007 in the new timeline: %v", got)
 	}
+	for e, want := range map[int]Restoration{1: {Epoch: 1, Rev: 1006, Bumped: true}, 2: {Epoch: 2, Rev: 1006}} {
+		if got, ok := s.RestorationOf(e); !ok || got != want {
+			t.Errorf("RestorationOf(%d) = %+v, %v; want %+v", e, got, ok, want)
+		}
+	}
+	if _, ok := s.RestorationOf(0); ok {
+		t.Error("RestorationOf(0) found a restore before any")
+	}
+	if _, ok := s.RestorationOf(3); ok {
+		t.Error("RestorationOf(3) found a restore that did not happen")
+	}
 	// A watch from beyond the restored revision waits, then is too large.
 	if _, err := s.Watch(metav1.ListOptions{ResourceVersion: "2000"}); !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 		t.Fatalf("watch from beyond: %v", err)
