@@ -42,7 +42,7 @@ var (
 	faultBudget   = flag.Duration("fault.budget", 0, "fault suite: start no new seeds after this long (0: no limit)")
 	faultTime     = flag.Duration("fault.time", 1500*time.Millisecond, "fault suite: fault phase of one seed")
 	faultParallel = flag.Int("fault.parallel", 8, "fault suite: seeds run at once")
-	faultTrace    = flag.Bool("fault.trace", false, "fault suite: print each seed's timeline (requests, recorded writes, restores, regressions, handler events) to stdout")
+	faultTrace    = flag.Bool("fault.trace", false, "fault suite: record each seed's timeline (faults, requests, recorded writes, restores, regressions, handler events) and print a failing seed's")
 	faultKinds    = flag.String("fault.kinds", "", "fault suite: comma-separated fault kinds to allow (default all; an unknown name is an error listing them)")
 )
 
@@ -130,6 +130,9 @@ func runSeeds(t *testing.T, name string, seeds []uint64, run func(seed uint64) *
 						failed++
 						t.Errorf("seed %d (%s) failed:\n  %s\n  faults: %s\n  replay: go test -race ./cache -run '^%s$' -fault.seed=%d -count=5 -v",
 							r.seed, cfg, strings.Join(r.failures, "\n  "), strings.Join(r.schedule, "; "), name, r.seed)
+						if len(r.timeline) > 0 {
+							t.Logf("seed %d timeline:\n%s", r.seed, strings.Join(r.timeline, "\n"))
+						}
 					}
 				}
 			})
@@ -335,6 +338,7 @@ type seedReport struct {
 	took     time.Duration
 	stats    Stats
 	srv      apimodel.Stats
+	timeline []string // -fault.trace
 }
 
 func (r *seedReport) summary() string {
@@ -377,6 +381,12 @@ type seedRun struct {
 	regs      []toolscache.ResourceEventHandlerRegistration
 	timers    sync.WaitGroup
 	regresses bool // a fault that makes a declared regression legitimate ran
+
+	traceMu  sync.Mutex
+	timeline []string // -fault.trace
+
+	appliedMu sync.Mutex
+	applied   map[uint64]int64 // write -> declared regressions when the cache applied it
 	// The writes recorded with RecordWrite in the current epoch.
 	writes      map[uint64]bool
 	writesEpoch int
@@ -390,12 +400,16 @@ func (r *seedRun) failf(format string, args ...any) {
 	}
 }
 
-// trace prints a line of the seed's timeline (-fault.trace).
+// trace adds a line to the seed's timeline (-fault.trace), printed if the
+// seed fails.
 func (r *seedRun) trace(format string, args ...any) {
 	if !*faultTrace {
 		return
 	}
-	fmt.Printf("%8s seed %d: %s\n", time.Since(r.start).Round(time.Microsecond), r.seed, fmt.Sprintf(format, args...))
+	line := fmt.Sprintf("%9s ", time.Since(r.start).Round(time.Microsecond)) + fmt.Sprintf(format, args...)
+	r.traceMu.Lock()
+	r.timeline = append(r.timeline, line)
+	r.traceMu.Unlock()
 }
 
 func (r *seedRun) count(what string, n int) {
@@ -511,6 +525,7 @@ func runFaultSeed(seed uint64) *seedReport {
 		done:        make(chan struct{}),
 		counts:      map[string]int{},
 		writes:      map[uint64]bool{},
+		applied:     map[uint64]int64{},
 		active:      map[*apimodel.Faults]time.Time{},
 	}
 	defer r.srv.Close()
@@ -535,7 +550,7 @@ func runFaultSeed(seed uint64) *seedReport {
 	if *faultTrace {
 		lw = &tracingLW{r: r}
 	}
-	r.inf = NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, toolscache.Indexers{},
+	r.inf = NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, toolscache.Indexers{"applied": r.markApplied},
 		WithName(fmt.Sprintf("fault-%d", seed)),
 		WithAcceptRegressionAfter(r.acceptAfter),
 		WithRegressionHandler(func(g reflector.Regression) { r.regressions.Add(1); r.trace("REGRESSION %+v", g) }),
@@ -561,8 +576,10 @@ func runFaultSeed(seed uint64) *seedReport {
 	report := func() *seedReport {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.traceMu.Lock()
+		defer r.traceMu.Unlock()
 		return &seedReport{seed: seed, cfg: r.cfg, schedule: r.schedule, failures: r.failures, counts: r.counts,
-			took: time.Since(r.start), stats: r.inf.Stats(), srv: r.srv.Stats()}
+			took: time.Since(r.start), stats: r.inf.Stats(), srv: r.srv.Stats(), timeline: r.timeline}
 	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	synced := toolscache.WaitForCacheSync(syncCtx.Done(), r.inf.HasSynced)
@@ -675,6 +692,7 @@ func (r *seedRun) runSchedule() {
 		k := pool[r.rng.IntN(len(pool))]
 		r.mu.Lock()
 		r.schedule = append(r.schedule, fmt.Sprintf("%s@%s", k.name, at.Round(time.Millisecond)))
+		r.trace("fault %s", k.name)
 		r.counts["fault:"+k.name]++
 		if k.regresses || k.misbehaving {
 			r.regresses = true
@@ -1008,11 +1026,40 @@ type handlerSeen struct {
 	rev     uint64
 	write   uint64 // the write of the state last seen
 	deleted bool
-	regs    int64 // declared regressions when that state was first seen
+	regs    int64 // declared regressions when the cache applied that state (see appliedMark)
+}
+
+// markApplied is an index function of the informer's indexer: the indexer
+// calls it as it stores an object, so the first call for a write is when
+// the cache applied that state. It notes the declared regressions then.
+func (r *seedRun) markApplied(obj any) ([]string, error) {
+	if c, ok := obj.(*corev1.ConfigMap); ok {
+		if v := apimodel.VersionOf(c); v.Exists {
+			r.appliedMu.Lock()
+			if _, seen := r.applied[v.Write]; !seen {
+				r.applied[v.Write] = r.regressions.Load()
+			}
+			r.appliedMu.Unlock()
+		}
+	}
+	return nil, nil
+}
+
+// appliedMark returns the declared regressions when the cache applied the
+// state written by write.
+func (r *seedRun) appliedMark(write uint64) (int64, bool) {
+	r.appliedMu.Lock()
+	defer r.appliedMu.Unlock()
+	regs, ok := r.applied[write]
+	return regs, ok
 }
 
 func (r *seedRun) addHandler() {
-	h := &checkingHandler{r: r, keys: map[string]handlerSeen{}}
+	r.mu.Lock()
+	// Set before the handler runs; addHandler runs on the driver goroutine
+	// only, so the id is the handler's index in r.handlers.
+	h := &checkingHandler{r: r, id: len(r.handlers), keys: map[string]handlerSeen{}}
+	r.mu.Unlock()
 	var opts toolscache.HandlerOptions
 	if r.rng.IntN(3) == 0 {
 		opts.ResyncPeriod = ptrTo(time.Second)
@@ -1025,7 +1072,6 @@ func (r *seedRun) addHandler() {
 		return
 	}
 	r.mu.Lock()
-	h.id = len(r.handlers)
 	r.handlers = append(r.handlers, h)
 	r.regs = append(r.regs, reg)
 	r.mu.Unlock()
@@ -1065,17 +1111,18 @@ func objVersion(obj any) (string, apimodel.Version) {
 
 func (h *checkingHandler) see(what string, obj any, deleted bool) {
 	name, v := objVersion(obj)
+	_, tombstone := obj.(toolscache.DeletedFinalStateUnknown)
 	regs := h.r.regressions.Load()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events++
 	h.r.trace("handler %d %s %s %v regs=%d", h.id, what, name, v, regs)
 	prev, known := h.keys[name]
-	if known && what == "update" && !prev.deleted && v.Write == prev.write {
-		// The same state again (a resync): a regression declared since it
-		// was first delivered still covers it going back later.
-		return
-	}
+	// A regression declared after the informer applied the state this
+	// handler last saw covers that state going back: the handler may hear
+	// of the state only after the declaration (notifications are
+	// asynchronous, a resync repeats it, a handler added later gets it in
+	// its initial list), yet the cache held it before.
 	declared := regs > prev.regs
 	switch {
 	case !v.Exists:
@@ -1093,10 +1140,23 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 		h.r.failf("handler %d: update of %s at %d after it was deleted at %d", h.id, name, v.Rev, prev.rev)
 	}
 	rev := v.Rev
-	if known && !declared && prev.rev > rev {
+	switch {
+	case known && !declared && prev.rev > rev:
 		rev = prev.rev
+	case tombstone && declared:
+		// A relist under a declared regression removed the key: it was
+		// absent at the list's resource version, which the handler is not
+		// told (the tombstone holds the last cached state, from the old
+		// history). Any later state of the key is newer than that list.
+		rev = 0
 	}
-	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: regs}
+	mark := regs // a deletion's application is not seen; its delivery is later
+	if !deleted {
+		if at, ok := h.r.appliedMark(v.Write); ok {
+			mark = at
+		}
+	}
+	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: mark}
 }
 
 func (h *checkingHandler) OnAdd(obj any, _ bool) { h.see("add", obj, false) }

@@ -501,7 +501,9 @@ func (s *Server) Bookmark() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for w := range s.watchers {
-		if w.bookmarks && !w.ended {
+		// A stream from a revision the server has not reached yet gets
+		// none: a bookmark is never older than the stream's start.
+		if w.bookmarks && !w.ended && w.sent <= s.rev {
 			w.push(bookmarkEvent(strconv.FormatUint(w.sent, 10), false))
 		}
 	}
@@ -867,9 +869,13 @@ func (s *Server) WatchWithContext(ctx context.Context, o metav1.ListOptions) (wa
 		s.endLocked(w, goneStatus(asked, s.compacted))
 		return w, nil
 	}
-	if !s.waitLocked(ctx, s.opts.TooLargeWait, func() bool { return s.rev >= asked }) {
+	if asked == ^uint64(0) { // more digits than a revision has
 		return nil, tooLarge(asked, s.rev)
 	}
+	// A revision the server has not reached (it was restored without a
+	// bumped revision) starts a stream that sends the events after it once
+	// there are any, as kube-apiserver's watch cache does: only a
+	// watch-list waits for the cache to be fresh.
 	return s.startLocked(ctx, o, r, asked, false), nil
 }
 
