@@ -17,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgofeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -39,6 +42,7 @@ var (
 	faultBudget   = flag.Duration("fault.budget", 0, "fault suite: start no new seeds after this long (0: no limit)")
 	faultTime     = flag.Duration("fault.time", 1500*time.Millisecond, "fault suite: fault phase of one seed")
 	faultParallel = flag.Int("fault.parallel", 8, "fault suite: seeds run at once")
+	faultTrace    = flag.Bool("fault.trace", false, "fault suite: record each seed's timeline (faults, requests, recorded writes, restores, regressions, handler events) and print a failing seed's")
 	faultKinds    = flag.String("fault.kinds", "", "fault suite: comma-separated fault kinds to allow (default all; an unknown name is an error listing them)")
 )
 
@@ -126,6 +130,9 @@ func runSeeds(t *testing.T, name string, seeds []uint64, run func(seed uint64) *
 						failed++
 						t.Errorf("seed %d (%s) failed:\n  %s\n  faults: %s\n  replay: go test -race ./cache -run '^%s$' -fault.seed=%d -count=5 -v",
 							r.seed, cfg, strings.Join(r.failures, "\n  "), strings.Join(r.schedule, "; "), name, r.seed)
+						if len(r.timeline) > 0 {
+							t.Logf("seed %d timeline:\n%s", r.seed, strings.Join(r.timeline, "\n"))
+						}
 					}
 				}
 			})
@@ -220,19 +227,18 @@ var faultKindList = []faultKind{
 		r.srv.SetDown(true)
 		rev := r.srv.Rev()
 		r.srv.Restore(rev-min(rev-1, uint64(20+r.rng.IntN(150))), 1000+uint64(r.rng.IntN(1000)))
-		r.restored()
-		r.after(r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
+		r.trace("restored (bumped) at %d, epoch %d", r.srv.Rev(), r.srv.Epoch())
+		r.after(r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false); r.trace("up") })
 		r.quiet(3 * time.Second)
 	}},
 	{name: "restore-nobump", regresses: true, weight: 1, do: func(r *seedRun) {
 		r.srv.SetDown(true)
 		rev := r.srv.Rev()
-		r.nobump.Store(int64(r.srv.Epoch() + 1))
 		r.srv.Restore(rev-min(rev-1, uint64(20+r.rng.IntN(150))), 0)
-		r.restored()
+		r.trace("restored (not bumped) at %d, epoch %d", r.srv.Rev(), r.srv.Epoch())
 		// A restart takes a while: the Reflector's immediate re-watch
 		// finds the server down.
-		r.after(50*time.Millisecond+r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false) })
+		r.after(50*time.Millisecond+r.jitter(200*time.Millisecond), func() { r.srv.SetDown(false); r.trace("up") })
 		if r.rng.IntN(2) == 0 {
 			r.quiet(3 * time.Second)
 		}
@@ -284,13 +290,24 @@ func faultKindNames() []string {
 
 // knownGaps are fault kinds that show defects not fixed yet (open issues):
 // left out of the default run, included when named in -fault.kinds or with
-// FRESHINFORMER_KNOWN_GAPS=1. restore-nobump: the informer detects a
-// restore without --bump-revision through the apiserver's restart (a watch
-// that fails, then resumes: one consistent read), as the real-cluster test
-// TestEtcdRestore/no-bump shows; in the model some seeds still fail: a
-// write recorded after the watch resumed but before the read answered, and
-// this suite's handler accounting when the declaration precedes the
-// delivery of the last pre-restore states.
+// FRESHINFORMER_KNOWN_GAPS=1.
+//
+// restore-nobump: run alone it passes (576 seeds, -fault.first=1, 5000 and
+// 7000); mixed with the other kinds about one seed in 128 does not converge
+// (-fault.first=9000 -fault.seeds=256: seeds 9105 and 9117 once each, not
+// again on replay): after the faults the cache stays one write behind the
+// server for the 60 s bound, no regression outstanding. Open. What was
+// fixed on the way: most failing seeds were this suite's own (a restore's
+// epoch read before the suite noted where it began; a target judged as a
+// recorded write though the writer recorded it only after the wait began;
+// a handler's key going back judged against the declarations since the
+// handler heard of the state rather than since the cache applied it, and
+// against the old object's resource version after a declared relist
+// removed the key; the model refusing a watch from a revision it had not
+// reached, which kube-apiserver accepts), and one was the library's: a
+// write recorded while the informer had no watch open, and no failed
+// request to show for the restart, was not verified
+// (TestWriteBetweenWatchesIsVerified).
 var knownGaps = []string{"restore-nobump"}
 
 func allowedKinds() []faultKind {
@@ -332,6 +349,7 @@ type seedReport struct {
 	took     time.Duration
 	stats    Stats
 	srv      apimodel.Stats
+	timeline []string // -fault.trace
 }
 
 func (r *seedReport) summary() string {
@@ -363,11 +381,7 @@ type seedRun struct {
 	recorded      atomic.Uint64 // the newest write recorded with RecordWrite
 	recordedEpoch atomic.Int64  // and its epoch
 	quietUntil    atomic.Int64  // the writer pauses until then (UnixNano)
-	// epochStart[e] is the server's revision right after the restore that
-	// began epoch e (guarded by mu).
-	epochStart map[int]uint64
-	nobump     atomic.Int64  // the epoch a restore without a bumped revision began, -1 if none
-	done       chan struct{} // closed when the fault phase and the workload end
+	done          chan struct{} // closed when the fault phase and the workload end
 
 	mu        sync.Mutex
 	failures  []string
@@ -378,6 +392,12 @@ type seedRun struct {
 	regs      []toolscache.ResourceEventHandlerRegistration
 	timers    sync.WaitGroup
 	regresses bool // a fault that makes a declared regression legitimate ran
+
+	traceMu  sync.Mutex
+	timeline []string // -fault.trace
+
+	appliedMu sync.Mutex
+	applied   map[uint64]int64 // write -> declared regressions when the cache applied it
 	// The writes recorded with RecordWrite in the current epoch.
 	writes      map[uint64]bool
 	writesEpoch int
@@ -389,6 +409,18 @@ func (r *seedRun) failf(format string, args ...any) {
 	if len(r.failures) < 12 {
 		r.failures = append(r.failures, fmt.Sprintf("%6s ", time.Since(r.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
 	}
+}
+
+// trace adds a line to the seed's timeline (-fault.trace), printed if the
+// seed fails.
+func (r *seedRun) trace(format string, args ...any) {
+	if !*faultTrace {
+		return
+	}
+	line := fmt.Sprintf("%9s ", time.Since(r.start).Round(time.Microsecond)) + fmt.Sprintf(format, args...)
+	r.traceMu.Lock()
+	r.timeline = append(r.timeline, line)
+	r.traceMu.Unlock()
 }
 
 func (r *seedRun) count(what string, n int) {
@@ -412,14 +444,6 @@ func (r *seedRun) after(d time.Duration, f func()) {
 		}
 		f()
 	})
-}
-
-// restored notes where the epoch a restore began starts.
-func (r *seedRun) restored() {
-	st := r.srv.Stats()
-	r.mu.Lock()
-	r.epochStart[st.Epoch] = st.Rev
-	r.mu.Unlock()
 }
 
 // quiet pauses the writer for about d: bursts and lulls, so that a relist
@@ -470,6 +494,7 @@ func (r *seedRun) recordWrite(epoch int, rev uint64, err error) {
 		return
 	}
 	_ = r.inf.RecordWrite(strconv.FormatUint(rev, 10))
+	r.trace("recorded write %d (epoch %d)", rev, epoch)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := r.srv.Epoch(); now != epoch {
@@ -511,11 +536,10 @@ func runFaultSeed(seed uint64) *seedReport {
 		done:        make(chan struct{}),
 		counts:      map[string]int{},
 		writes:      map[uint64]bool{},
-		epochStart:  map[int]uint64{},
+		applied:     map[uint64]int64{},
 		active:      map[*apimodel.Faults]time.Time{},
 	}
 	defer r.srv.Close()
-	r.nobump.Store(-1)
 	for i := range r.keys {
 		if rng.IntN(3) > 0 {
 			_, _ = r.srv.Create(fmt.Sprintf("k%02d", i), "0")
@@ -533,10 +557,14 @@ func runFaultSeed(seed uint64) *seedReport {
 	if rng.IntN(2) == 0 {
 		r.streams, probeDelay = 2, DefaultQuietProbeDelay
 	}
-	r.inf = NewSharedIndexInformer(r.srv, &corev1.ConfigMap{}, resync, toolscache.Indexers{},
+	var lw toolscache.ListerWatcher = r.srv
+	if *faultTrace {
+		lw = &tracingLW{r: r}
+	}
+	r.inf = NewSharedIndexInformer(lw, &corev1.ConfigMap{}, resync, toolscache.Indexers{"applied": r.markApplied},
 		WithName(fmt.Sprintf("fault-%d", seed)),
 		WithAcceptRegressionAfter(r.acceptAfter),
-		WithRegressionHandler(func(reflector.Regression) { r.regressions.Add(1) }),
+		WithRegressionHandler(func(g reflector.Regression) { r.regressions.Add(1); r.trace("REGRESSION %+v", g) }),
 		WithQuietProbeDelay(probeDelay),
 	)
 	staleMsg, _, _ := strings.Cut((&reflector.StaleListError{ListResourceVersion: "\x00"}).Error(), "\x00")
@@ -559,8 +587,10 @@ func runFaultSeed(seed uint64) *seedReport {
 	report := func() *seedReport {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.traceMu.Lock()
+		defer r.traceMu.Unlock()
 		return &seedReport{seed: seed, cfg: r.cfg, schedule: r.schedule, failures: r.failures, counts: r.counts,
-			took: time.Since(r.start), stats: r.inf.Stats(), srv: r.srv.Stats()}
+			took: time.Since(r.start), stats: r.inf.Stats(), srv: r.srv.Stats(), timeline: r.timeline}
 	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	synced := toolscache.WaitForCacheSync(syncCtx.Done(), r.inf.HasSynced)
@@ -673,6 +703,7 @@ func (r *seedRun) runSchedule() {
 		k := pool[r.rng.IntN(len(pool))]
 		r.mu.Lock()
 		r.schedule = append(r.schedule, fmt.Sprintf("%s@%s", k.name, at.Round(time.Millisecond)))
+		r.trace("fault %s", k.name)
 		r.counts["fault:"+k.name]++
 		if k.regresses || k.misbehaving {
 			r.regresses = true
@@ -750,13 +781,16 @@ func (r *seedRun) waiter(rng *rand.Rand) {
 // epoch is the server's epoch when target was chosen.
 func (r *seedRun) waitAndCheck(epoch int, target uint64, timeout time.Duration) error {
 	regs := r.regressions.Load()
+	// Recorded before the wait began: a waiter can pick a revision from the
+	// server before the writer has told the informer of it.
+	recorded := r.recordedWrite(epoch, target)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := r.inf.WaitForFreshness(ctx, strconv.FormatUint(target, 10))
 	switch {
 	case err == nil:
 		r.count("waits-fresh", 1)
-		r.checkFresh(target, epoch, regs)
+		r.checkFresh(target, epoch, regs, recorded)
 	case errors.Is(err, freshness.ErrIncomparable):
 		r.count("waits-incomparable", 1)
 		if !r.misbehaved() {
@@ -782,16 +816,15 @@ func (r *seedRun) waitAndCheck(epoch int, target uint64, timeout time.Duration) 
 // every key must hold a state the model had at some revision from target
 // on. A restore or a declared regression since the wait began makes the
 // check moot (the server or the informer documentedly went back in time).
-func (r *seedRun) checkFresh(target uint64, epoch int, regs int64) {
-	r.mu.Lock()
-	start, restoredEpoch := r.epochStart[epoch]
-	r.mu.Unlock()
-	if restoredEpoch && (target <= start || int64(epoch) == r.nobump.Load()) && !r.recordedWrite(epoch, target) {
+// recorded says target is a write of epoch recorded before the wait began.
+func (r *seedRun) checkFresh(target uint64, epoch int, regs int64, recorded bool) {
+	if rs, ok := r.srv.RestorationOf(epoch); ok && (target <= rs.Rev || !rs.Bumped) && !recorded {
 		// The server went back in time (a restore): the informer can tell
 		// only from a list, or from a write below what it observed
-		// (RecordWrite). A revision at or below the restore's, or any one
-		// after a restore that reuses revisions, is judged only if it is a
-		// write recorded since.
+		// (RecordWrite, which a controller calls before it waits). A
+		// revision at or below the restore's, or any one after a restore
+		// that reuses revisions, is judged only if it is a write recorded
+		// since, before the wait began.
 		r.count("checks-moot", 1)
 		return
 	}
@@ -1007,12 +1040,42 @@ type checkingHandler struct {
 
 type handlerSeen struct {
 	rev     uint64
+	write   uint64 // the write of the state last seen
 	deleted bool
-	regs    int64 // declared regressions when last seen
+	regs    int64 // declared regressions when the cache applied that state (see appliedMark)
+}
+
+// markApplied is an index function of the informer's indexer: the indexer
+// calls it as it stores an object, so the first call for a write is when
+// the cache applied that state. It notes the declared regressions then.
+func (r *seedRun) markApplied(obj any) ([]string, error) {
+	if c, ok := obj.(*corev1.ConfigMap); ok {
+		if v := apimodel.VersionOf(c); v.Exists {
+			r.appliedMu.Lock()
+			if _, seen := r.applied[v.Write]; !seen {
+				r.applied[v.Write] = r.regressions.Load()
+			}
+			r.appliedMu.Unlock()
+		}
+	}
+	return nil, nil
+}
+
+// appliedMark returns the declared regressions when the cache applied the
+// state written by write.
+func (r *seedRun) appliedMark(write uint64) (int64, bool) {
+	r.appliedMu.Lock()
+	defer r.appliedMu.Unlock()
+	regs, ok := r.applied[write]
+	return regs, ok
 }
 
 func (r *seedRun) addHandler() {
-	h := &checkingHandler{r: r, keys: map[string]handlerSeen{}}
+	r.mu.Lock()
+	// Set before the handler runs; addHandler runs on the driver goroutine
+	// only, so the id is the handler's index in r.handlers.
+	h := &checkingHandler{r: r, id: len(r.handlers), keys: map[string]handlerSeen{}}
+	r.mu.Unlock()
 	var opts toolscache.HandlerOptions
 	if r.rng.IntN(3) == 0 {
 		opts.ResyncPeriod = ptrTo(time.Second)
@@ -1025,7 +1088,6 @@ func (r *seedRun) addHandler() {
 		return
 	}
 	r.mu.Lock()
-	h.id = len(r.handlers)
 	r.handlers = append(r.handlers, h)
 	r.regs = append(r.regs, reg)
 	r.mu.Unlock()
@@ -1065,11 +1127,18 @@ func objVersion(obj any) (string, apimodel.Version) {
 
 func (h *checkingHandler) see(what string, obj any, deleted bool) {
 	name, v := objVersion(obj)
+	_, tombstone := obj.(toolscache.DeletedFinalStateUnknown)
 	regs := h.r.regressions.Load()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events++
+	h.r.trace("handler %d %s %s %v regs=%d", h.id, what, name, v, regs)
 	prev, known := h.keys[name]
+	// A regression declared after the informer applied the state this
+	// handler last saw covers that state going back: the handler may hear
+	// of the state only after the declaration (notifications are
+	// asynchronous, a resync repeats it, a handler added later gets it in
+	// its initial list), yet the cache held it before.
 	declared := regs > prev.regs
 	switch {
 	case !v.Exists:
@@ -1087,10 +1156,23 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 		h.r.failf("handler %d: update of %s at %d after it was deleted at %d", h.id, name, v.Rev, prev.rev)
 	}
 	rev := v.Rev
-	if known && !declared && prev.rev > rev {
+	switch {
+	case known && !declared && prev.rev > rev:
 		rev = prev.rev
+	case tombstone && declared:
+		// A relist under a declared regression removed the key: it was
+		// absent at the list's resource version, which the handler is not
+		// told (the tombstone holds the last cached state, from the old
+		// history). Any later state of the key is newer than that list.
+		rev = 0
 	}
-	h.keys[name] = handlerSeen{rev: rev, deleted: deleted, regs: regs}
+	mark := regs // a deletion's application is not seen; its delivery is later
+	if !deleted {
+		if at, ok := h.r.appliedMark(v.Write); ok {
+			mark = at
+		}
+	}
+	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: mark}
 }
 
 func (h *checkingHandler) OnAdd(obj any, _ bool) { h.see("add", obj, false) }
@@ -1264,4 +1346,23 @@ func runWrapSeed(seed uint64) *seedReport {
 	close(done)
 	work.Wait()
 	return rep
+}
+
+// tracingLW is the model's ListerWatcher, tracing each request (-fault.trace).
+type tracingLW struct{ r *seedRun }
+
+func (t *tracingLW) List(o metav1.ListOptions) (runtime.Object, error) {
+	obj, err := t.r.srv.List(o)
+	rv := ""
+	if l, ok := obj.(*corev1.ConfigMapList); ok {
+		rv = l.ResourceVersion
+	}
+	t.r.trace("LIST rv=%q match=%q limit=%d cont=%v -> rv %s err %v", o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue != "", rv, err)
+	return obj, err
+}
+
+func (t *tracingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	w, err := t.r.srv.Watch(o)
+	t.r.trace("WATCH rv=%q wl=%v -> err %v", o.ResourceVersion, o.SendInitialEvents != nil, err)
+	return w, err
 }

@@ -490,6 +490,8 @@ func TestAfterFreshnessOnQuietResource(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("AfterFreshness(20) did not run: the quiet resource was not probed for it")
 	}
+	// The advance is counted right after the tracker ran the callback.
+	eventually(t, "the probe's advance counted", func() bool { return inf.ProbeStats().Advances >= 1 })
 	if st := inf.ProbeStats(); st.Probes != 1 || st.Advances != 1 {
 		t.Errorf("ProbeStats = %+v, want one probe that advanced", st)
 	}

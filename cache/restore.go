@@ -179,11 +179,13 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	if f.incomparable.Load() {
 		return
 	}
-	// While the watch cannot be started (the server is down or
+	// While no watch is open (the Reflector backs off or relists after a
+	// stream ended) or one cannot be started (the server is down or
 	// restarting), a write below the cache is suspicious even at a
 	// resource version the stream delivered: a server back from a restore
-	// without --bump-revision hands those out again.
-	outage := f.guard.WatchFailing()
+	// without --bump-revision hands those out again, and no stream vouches
+	// that the informer still watches the history it applied.
+	outage := f.guard.WatchFailing() || !f.guard.WatchOpen()
 	f.blockDeltas.Lock()
 	suspicious := !f.restoring && !f.applied.IsZero() && rv.Compare(f.applied) < 0 && (outage || !f.recent.contains(rv))
 	f.blockDeltas.Unlock()

@@ -211,15 +211,15 @@ type Guard struct {
 	refused         int          // consecutive refusals
 	streakStart     time.Time    // first refusal of the current streak
 	lastRefusal     *StaleListError
-	pendingWatch    watch.Interface
-	fallback        bool // a watch-list was refused: the next list is client-go's fallback
-	listConsistent  bool // the last list request was a consistent read
-	admittedAny     bool // a list was admitted
-	restoring       bool // a restore was declared: accept the next list whatever its RV
-	forceRelist     bool // the next plain watch fails with 410 Gone, forcing a relist
-	watchFailed     bool // the last watch request failed (see Options.OnWatchResumed)
-	currentWatch    watch.Interface
-	declaredListRVs []string // lists admitted under a declared regression, not yet applied
+	pendingWatch    *openWatch
+	fallback        bool       // a watch-list was refused: the next list is client-go's fallback
+	listConsistent  bool       // the last list request was a consistent read
+	admittedAny     bool       // a list was admitted
+	restoring       bool       // a restore was declared: accept the next list whatever its RV
+	forceRelist     bool       // the next plain watch fails with 410 Gone, forcing a relist
+	watchFailed     bool       // the last watch request failed (see Options.OnWatchResumed)
+	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
+	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
 
 	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
 	malformed, implausible, watchesStopped                 atomic.Uint64
@@ -352,6 +352,33 @@ func (g *Guard) WatchFailing() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.watchFailed
+}
+
+// WatchOpen reports whether the Reflector has a watch stream open: one
+// started and not yet stopped (the Reflector stops every stream it is done
+// with, whether the server ended it or not). Between streams (a backoff, a
+// relist) nothing tells the informer that the server it will reach next is
+// the one it watched.
+func (g *Guard) WatchOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.currentWatch != nil
+}
+
+// openWatch is a watch stream handed to the Reflector; its Stop tells the
+// Guard the stream is over. Events pass through untouched.
+type openWatch struct {
+	watch.Interface
+	g *Guard
+}
+
+func (w *openWatch) Stop() {
+	w.g.mu.Lock()
+	if w.g.currentWatch == w {
+		w.g.currentWatch = nil
+	}
+	w.g.mu.Unlock()
+	w.Interface.Stop()
 }
 
 // RelistPending reports whether a relist was requested and has not begun.
@@ -618,10 +645,11 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		}
 		return nil, err
 	}
+	ow := &openWatch{Interface: w, g: g}
 	g.mu.Lock()
-	g.currentWatch = w
+	g.currentWatch = ow
 	if watchList {
-		g.pendingWatch = w
+		g.pendingWatch = ow
 	}
 	resumed := g.watchFailed && !watchList // a watch-list's list is checked as any list
 	g.watchFailed = false
@@ -629,7 +657,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	if resumed && g.opts.OnWatchResumed != nil {
 		g.opts.OnWatchResumed()
 	}
-	return w, nil
+	return ow, nil
 }
 
 // IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher
@@ -678,9 +706,6 @@ func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 			g.watchesStopped.Add(1)
 			g.mu.Lock()
 			g.fallback = true
-			if g.currentWatch == w {
-				g.currentWatch = nil
-			}
 			g.mu.Unlock()
 		}
 		return err

@@ -97,6 +97,10 @@ func (s *scriptWL) List(o metav1.ListOptions) (runtime.Object, error) {
 	return &corev1.ConfigMapList{}, nil
 }
 
+// last returns the watch served last (the Guard hands the Reflector a
+// wrapper of it).
+func (s *scriptWL) last() *watch.RaceFreeFakeWatcher { return s.watchers[len(s.watchers)-1] }
+
 func (s *scriptWL) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	s.watches = append(s.watches, o)
 	w := watch.NewRaceFreeFake()
@@ -114,14 +118,14 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 
 	// A re-watch-list from the last synced RV (the first, at "", is a
 	// consistent read: below the floor it would prove a restore).
-	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+	_, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Replace(nil, "50"); !errors.Is(err, ErrStaleList) {
 		t.Fatalf("watch-list at 50: %v", err)
 	}
-	if !w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+	if !inner.last().IsStopped() {
 		t.Fatal("the refused watch-list's watch was left open")
 	}
 	// client-go's fallback list in the same attempt.
@@ -148,14 +152,14 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 	// An accepted watch-list keeps its watch.
-	w, err = lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "90", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Replace(nil, "150"); err != nil {
 		t.Fatal(err)
 	}
-	if w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+	if inner.last().IsStopped() {
 		t.Fatal("an accepted watch-list's watch was stopped")
 	}
 	w.Stop()
@@ -198,12 +202,12 @@ func TestBeginRestore(t *testing.T) {
 	if err := q.Replace(nil, "100"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"})
+	_, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.BeginRestore(Regression{Reason: RegressionServerBehind, ListResourceVersion: "60", Floor: "100"})
-	if !w.(*watch.RaceFreeFakeWatcher).IsStopped() {
+	if !inner.last().IsStopped() {
 		t.Fatal("the current watch was not stopped")
 	}
 	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); !apierrors.IsResourceExpired(err) {

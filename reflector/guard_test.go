@@ -161,3 +161,40 @@ func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WatchOpen is true from a watch's start until the Reflector stops it
+// (whoever ended the stream), and again for the next one; a stream the
+// Guard stops for a relist counts as stopped too.
+func TestWatchOpen(t *testing.T) {
+	g := NewGuard(Options{Floor: floorAt("100")})
+	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
+	if g.WatchOpen() {
+		t.Fatal("WatchOpen before any watch")
+	}
+	w1, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.WatchOpen() {
+		t.Fatal("WatchOpen = false with a watch started")
+	}
+	w2, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.Stop() // an older stream stopped late does not close the newer one
+	if !g.WatchOpen() {
+		t.Fatal("WatchOpen = false after an older stream was stopped")
+	}
+	w2.Stop()
+	if g.WatchOpen() {
+		t.Fatal("WatchOpen = true after the Reflector stopped the stream")
+	}
+	if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	g.RequestRelist()
+	if g.WatchOpen() {
+		t.Fatal("WatchOpen = true after RequestRelist stopped the stream")
+	}
+}

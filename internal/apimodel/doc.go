@@ -18,8 +18,10 @@
 //     compaction point. Continue tokens keep the first page's revision and
 //     expire (410) with compaction. Invalid combinations are 400.
 //   - watch: a number starts at Exact (events after it; 410 Gone below the
-//     compaction point, "Too large resource version" above the current
-//     revision after a short wait); unset or "0" gets state first, as
+//     compaction point; above the current revision, as after a restore
+//     without a bumped revision, the stream starts and stays silent until
+//     the server passes that revision, as kube-apiserver's watch cache
+//     does); unset or "0" gets state first, as
 //     synthetic ADDED events. sendInitialEvents=true (a watch-list) sends
 //     the state at a revision not older than the one asked for as ADDED
 //     events in key order, then a BOOKMARK annotated

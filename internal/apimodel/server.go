@@ -185,6 +185,15 @@ type Server struct {
 	closed    bool
 	down      bool            // restarting: every request fails
 	mangled   map[uint64]bool // writes served with a malformed resourceVersion
+	restores  []Restoration   // restores[e-1] began epoch e
+}
+
+// A Restoration describes one Restore: the epoch it began, the revision
+// the server was at right after it, and whether the revision was bumped.
+type Restoration struct {
+	Epoch  int
+	Rev    uint64
+	Bumped bool
 }
 
 // New returns a Server at revision 1 with no objects.
@@ -492,7 +501,9 @@ func (s *Server) Bookmark() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for w := range s.watchers {
-		if w.bookmarks && !w.ended {
+		// A stream from a revision the server has not reached yet gets
+		// none: a bookmark is never older than the stream's start.
+		if w.bookmarks && !w.ended && w.sent <= s.rev {
 			w.push(bookmarkEvent(strconv.FormatUint(w.sent, 10), false))
 		}
 	}
@@ -578,7 +589,20 @@ func (s *Server) Restore(rev, bump uint64) {
 		s.endLocked(w, nil)
 	}
 	s.stats.Epoch++
+	s.restores = append(s.restores, Restoration{Epoch: s.stats.Epoch, Rev: s.rev, Bumped: bump > 0})
 	s.broadcastLocked()
+}
+
+// RestorationOf returns the Restore that began epoch, recorded under the
+// same lock as the restore itself (a test reading the epoch never misses
+// its restoration); false for epoch 0 (no restore yet) or a future one.
+func (s *Server) RestorationOf(epoch int) (Restoration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch < 1 || epoch > len(s.restores) {
+		return Restoration{}, false
+	}
+	return s.restores[epoch-1], true
 }
 
 // Close ends every stream and waits for their goroutines.
@@ -845,9 +869,13 @@ func (s *Server) WatchWithContext(ctx context.Context, o metav1.ListOptions) (wa
 		s.endLocked(w, goneStatus(asked, s.compacted))
 		return w, nil
 	}
-	if !s.waitLocked(ctx, s.opts.TooLargeWait, func() bool { return s.rev >= asked }) {
+	if asked == ^uint64(0) { // more digits than a revision has
 		return nil, tooLarge(asked, s.rev)
 	}
+	// A revision the server has not reached (it was restored without a
+	// bumped revision) starts a stream that sends the events after it once
+	// there are any, as kube-apiserver's watch cache does: only a
+	// watch-list waits for the cache to be fresh.
 	return s.startLocked(ctx, o, r, asked, false), nil
 }
 

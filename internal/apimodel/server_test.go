@@ -220,9 +220,15 @@ func TestWatchSemantics(t *testing.T) {
 	}
 	ended(t, w)
 	w.Stop()
-	// A watch from the future: "Too large resource version".
-	if _, err := s.Watch(metav1.ListOptions{ResourceVersion: "100"}); !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+	// A watch from the future starts (kube-apiserver's watch cache only
+	// makes a watch-list wait); one from beyond any revision is too large.
+	if w, err := s.Watch(metav1.ListOptions{ResourceVersion: "100"}); err != nil {
 		t.Fatalf("watch from the future: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := s.Watch(metav1.ListOptions{ResourceVersion: FarFutureRV}); !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Fatalf("watch from beyond any revision: %v", err)
 	}
 	// A watch-list requires bookmarks and NotOlderThan.
 	if _, err := s.Watch(metav1.ListOptions{SendInitialEvents: ptr.To(true)}); !apierrors.IsBadRequest(err) {
@@ -329,9 +335,38 @@ func TestRestore(t *testing.T) {
 	if len(got) != 1 || got[0].Rev != 2 {
 		t.Fatalf("a since 1007 in the new timeline: %v", got)
 	}
-	// A watch from beyond the restored revision waits, then is too large.
-	if _, err := s.Watch(metav1.ListOptions{ResourceVersion: "2000"}); !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+	for e, want := range map[int]Restoration{1: {Epoch: 1, Rev: 1006, Bumped: true}, 2: {Epoch: 2, Rev: 1006}} {
+		if got, ok := s.RestorationOf(e); !ok || got != want {
+			t.Errorf("RestorationOf(%d) = %+v, %v; want %+v", e, got, ok, want)
+		}
+	}
+	if _, ok := s.RestorationOf(0); ok {
+		t.Error("RestorationOf(0) found a restore before any")
+	}
+	if _, ok := s.RestorationOf(3); ok {
+		t.Error("RestorationOf(3) found a restore that did not happen")
+	}
+	// A watch from beyond the restored revision starts, as kube-apiserver's
+	// does, and is silent (no event, no bookmark) until the server passes it.
+	w, err = s.Watch(metav1.ListOptions{ResourceVersion: "1008", AllowWatchBookmarks: true})
+	if err != nil {
 		t.Fatalf("watch from beyond: %v", err)
+	}
+	defer w.Stop()
+	s.Bookmark()
+	if _, err := s.Update("a", "z"); err != nil { // 1008: not after the watch's revision
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		t.Fatalf("a watch from beyond the server's revision got %s before the server passed it", describe(ev))
+	case <-time.After(50 * time.Millisecond):
+	}
+	if _, err := s.Update("b", "z"); err != nil { // 1009
+		t.Fatal(err)
+	}
+	if got := describe(next(t, w)); got != "MODIFIED b@1009" {
+		t.Fatalf("a watch from 1008 after the server passed it: %s", got)
 	}
 }
 

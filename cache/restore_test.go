@@ -1,0 +1,111 @@
+package cache
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// Issue 14: etcd restored without --bump-revision while the informer had no
+// watch open (its Reflector was backing off after a stream ended with an
+// error; no request had failed, as the apiserver restarted in between). The
+// next write comes back at a resource version the old stream delivered:
+// the write is verified with a consistent read, the restore is declared,
+// and WaitForFreshness does not call it fresh before the relist brings it.
+func TestWriteBetweenWatchesIsVerified(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		regs := newRegressionLog()
+		inf, lw, w := startScripted(t, mode, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+		w.Add(cm("a", "56"))
+		w.Add(cm("b", "100"))
+		waitFresh(t, inf, "100")
+		// etcd restored at 55: a@40, and the next write, new@56.
+		lw.queueLists(listResponse{rv: "56", objects: []*corev1.ConfigMap{cm("a", "40"), cm("new", "56")}})
+		// The stream ends with an error (not 410): the Reflector stops it
+		// and backs off (800 ms or more) before it lists again.
+		w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable, Message: "apiserver shutting down"})
+		eventually(t, "the Reflector to stop the stream", w.IsStopped)
+		if err := inf.RecordWrite("56"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := inf.WaitForFreshness(ctx, "56"); err != nil {
+			t.Fatalf("WaitForFreshness(56) = %v", err)
+		}
+		if got := cached(inf, "new"); got != "56" {
+			t.Fatalf("WaitForFreshness(56) returned nil, but the write at 56 is not cached (new=%q, a=%q, at %s)", got, cached(inf, "a"), inf.LastObservedResourceVersion())
+		}
+		r := regs.next(t)
+		if r.Reason != reflector.RegressionServerBehind || r.Floor != "100" {
+			t.Fatalf("regression %+v", r)
+		}
+		if s := inf.Stats(); s.Regressions != 1 || s.RestoreProbes != 1 {
+			t.Fatalf("stats %+v: want one probe, one regression", s)
+		}
+	})
+}
+
+// slowDeclareSink is a logr sink that takes its time over the error log of
+// a declared regression, which comes just before the OnRegression callback:
+// a handler notified before the declaration then runs first, every time.
+type slowDeclareSink struct{}
+
+func (slowDeclareSink) Init(logr.RuntimeInfo)            {}
+func (slowDeclareSink) Enabled(int) bool                 { return false }
+func (slowDeclareSink) Info(int, string, ...any)         {}
+func (s slowDeclareSink) WithValues(...any) logr.LogSink { return s }
+func (s slowDeclareSink) WithName(string) logr.LogSink   { return s }
+func (slowDeclareSink) Error(_ error, msg string, _ ...any) {
+	if strings.Contains(msg, "Declared regression") {
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// Issue 14 (found by the fault suite, restore-bump): a relist newer than
+// the floor that moves keys back (KeysWentBack) was declared only after the
+// list's notifications were handed to the handlers, so a handler could see
+// a key go back before OnRegression was called. A handler must hear of the
+// regression first, as it does for the regressions the Guard declares.
+func TestKeysWentBackDeclaredBeforeHandlersHear(t *testing.T) {
+	var declared atomic.Bool
+	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithRegressionHandler(func(reflector.Regression) { declared.Store(true) }))
+	sawBack := make(chan bool, 1)
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
+		if resourceVersion(obj) == "255" {
+			sawBack <- declared.Load()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(slowDeclareSink{})))
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	defer func() { cancel(); <-done }()
+	w := lw.nextWatcher()
+	waitSynced(t, inf)
+	w.Modify(cm("a", "305"))
+	waitFresh(t, inf, "305")
+	lw.queueLists(listResponse{rv: "1000000400", objects: []*corev1.ConfigMap{cm("a", "255")}})
+	w.Error(goneError())
+	select {
+	case wasDeclared := <-sawBack:
+		if !wasDeclared {
+			t.Fatal("the handler saw a@305 go back to a@255 before the regression was declared")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler never saw the relist")
+	}
+}
