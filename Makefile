@@ -98,7 +98,7 @@ soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restar
 	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_SOAK=$(SOAK_DURATION) FRESHINFORMER_SOAK_SEED=$(SOAK_SEED) \
 	  ./hack/with-reaper.sh $(GO) test -race -count=1 -v -run '^TestSoakCluster$$' -timeout 2h ./e2e/
 
-scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, relist, idle waiters (about 10 min); prints a Markdown table.
+scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, shared-stream latency, relist, idle waiters (about 7 min); prints a Markdown table.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/scale ./cmd/scale && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)
