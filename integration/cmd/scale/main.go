@@ -788,16 +788,20 @@ func revision() string {
 	return rev[:min(len(rev), 9)] + dirty
 }
 
+// alternating says which informer runs first in round i (fresh: true),
+// so that a warming server favours neither.
+func alternating(i int) []bool {
+	if i%2 == 1 {
+		return []bool{true, false}
+	}
+	return []bool{false, true}
+}
+
 // syncRows: initial sync of n objects, -reps times each, alternating.
 func syncRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
 	var ps, fs []syncResult
 	for i := range *reps {
-		// Alternate which goes first, so a warming server favours neither.
-		order := []bool{false, true}
-		if i%2 == 1 {
-			order = []bool{true, false}
-		}
-		for _, fresh := range order {
+		for _, fresh := range alternating(i) {
 			r, err := measureSync(ctx, cs, ns, n, fresh, i)
 			if err != nil {
 				return err
@@ -858,11 +862,7 @@ func relistRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, 
 func streamRows(ctx context.Context, cs kubernetes.Interface, ns string, n int, row func(what, plain, fresh, ratio string)) error {
 	var p3, f3 streamResult
 	for round := range *streamRounds {
-		order := []bool{false, true}
-		if round%2 == 1 {
-			order = []bool{true, false}
-		}
-		for _, fresh := range order {
+		for _, fresh := range alternating(round) {
 			r, err := measureStream(ctx, cs, ns, n, fresh, round)
 			if err != nil {
 				return err
