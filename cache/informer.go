@@ -630,6 +630,8 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	}
 	switch {
 	case wasIncomparable || f.restoring:
+		// Starting over: after plain mode there is nothing to compare
+		// with, and a restore was declared when it was proven.
 		f.tracker.Reset(rv)
 	case rv.Compare(prev) < 0:
 		if !declared {
