@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -108,4 +109,39 @@ func TestKeysWentBackDeclaredBeforeHandlersHear(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the handler never saw the relist")
 	}
+}
+
+// Found by the fault suite (restore-nobump mixed with other faults, seed
+// 9105): after a consistent list below the floor is accepted as a declared
+// regression, the Reflector starts its watch at once, before the informer
+// has applied that list. The Guard raised the watch's resource version to
+// the informer's old applied floor, so the watch waited for a revision the
+// restored server had not reached, silently, and the cache never caught up.
+// The watch must start from the accepted list.
+func TestWatchAfterDeclaredListStartsFromIt(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle), WithQuietProbeDelay(-1))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(
+		listResponse{err: apierrors.NewResourceExpired("too old")}, // the Reflector then reads consistently
+		listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("new", "55")}},
+	)
+	// Hold the informer's processing: the list waits in the queue while the
+	// Reflector goes on to watch.
+	inf.blockDeltas.Lock()
+	w.Error(goneError())
+	next := lw.nextWatcher()
+	lw.mu.Lock()
+	rv := lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
+	lw.mu.Unlock()
+	inf.blockDeltas.Unlock()
+	if rv != "60" {
+		t.Fatalf("the watch after the declared list at 60 started from %q", rv)
+	}
+	if r := regs.next(t); r.Reason != reflector.RegressionConsistentList {
+		t.Fatalf("regression %+v", r)
+	}
+	next.Add(cm("b", "61"))
+	waitFresh(t, inf, "61")
 }

@@ -277,7 +277,12 @@ func (g *Guard) floorLocked() freshness.RV {
 		return freshness.RV{}
 	}
 	floor := g.delivered
-	if g.opts.Floor != nil {
+	// While a list admitted under a declared regression waits in the queue
+	// (the cache has not taken it: TakeDeclared), what the cache applied is
+	// the history the server went back from: only the delivered floor
+	// counts, or the watch the Reflector starts right after the list would
+	// wait for a revision the server has not reached.
+	if g.opts.Floor != nil && len(g.declaredListRVs) == 0 {
 		if applied := g.opts.Floor(); applied.Compare(floor) > 0 {
 			floor = applied
 		}
@@ -306,7 +311,8 @@ func (g *Guard) DeclareRegression(r Regression) {
 
 // TakeDeclared reports whether the list at rv was admitted under a
 // regression already declared (so that whoever applies it does not declare
-// it again), and forgets it.
+// it again), and forgets it. Whoever applies lists with Options.Floor set
+// must call it for each: until then the floor leaves Options.Floor out.
 func (g *Guard) TakeDeclared(rv string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

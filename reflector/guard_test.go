@@ -136,6 +136,15 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if len(got) != 1 || got[0].Refused != 2 || got[0].Since != 61*time.Second {
 		t.Fatalf("regressions reported: %+v", got)
 	}
+	// Until the cache takes the declared list, its applied floor is the
+	// history the server went back from: the watch after the list starts
+	// from the list.
+	if f := g.Floor().String(); f != "90" {
+		t.Fatalf("Floor() = %s while the declared list waits in the queue, want 90", f)
+	}
+	if !g.TakeDeclared("90") { // as FreshInformer does when it applies the list
+		t.Fatal("TakeDeclared(90) = false")
+	}
 	// The streak starts over: the next stale list is refused again.
 	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
 		t.Fatalf("first stale list of a new streak: %v", err)
