@@ -521,11 +521,10 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 		listed[key] = struct{}{}
 		old, _, _ := f.indexer.GetByKey(key)
 		changes = append(changes, change{old: old, new: obj})
-		rv := resourceVersion(obj)
 		switch {
-		case old != nil && f.olderQuiet(rv, resourceVersion(old)):
+		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
 			back.add(key, &back.keys)
-		case checkWrites && f.written.lost(key, rv, listRV):
+		case checkWrites && f.written.lost(key, resourceVersion(obj), listRV):
 			back.add(key, &back.lostWrites)
 		}
 	}
