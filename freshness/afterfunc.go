@@ -31,8 +31,13 @@ func (t *Tracker) AfterFuncCancelable(rv RV, f func(error)) (stop func() bool) {
 		t.mu.Unlock()
 		return func() bool { return t.stopAfterFunc(a) }
 	}
-	t.mu.Unlock()
-	f(err)
+	if t.holds > 0 { // the caller may hold the owner's lock: run f with the held ones
+		t.due = append(t.due, dueFunc{f, err})
+		t.mu.Unlock()
+	} else {
+		t.mu.Unlock()
+		f(err)
+	}
 	return func() bool { return false }
 }
 

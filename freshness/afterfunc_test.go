@@ -162,3 +162,71 @@ func TestAfterFuncCancelableRace(t *testing.T) {
 		t.Errorf("targets left: heap %d, map %d", h, m)
 	}
 }
+
+func TestHeldCallbacksRunWhenTheHoldEnds(t *testing.T) {
+	var tr Tracker
+	var got []string
+	tr.AfterFunc(rvOf(3), func(err error) { got = append(got, "pending") })
+	tr.HoldCallbacks()
+	tr.Advance(rvOf(3))
+	tr.AfterFunc(rvOf(2), func(err error) { got = append(got, "reached") }) // already reached: held too
+	if len(got) != 0 {
+		t.Fatalf("callbacks ran during the hold: %v", got)
+	}
+	tr.HoldCallbacks() // nested
+	tr.RunHeldCallbacks()
+	if len(got) != 0 {
+		t.Fatalf("callbacks ran before the last hold ended: %v", got)
+	}
+	tr.RunHeldCallbacks()
+	if len(got) != 2 || got[0] != "pending" || got[1] != "reached" {
+		t.Fatalf("got %v, want [pending reached]", got)
+	}
+	// Without a hold, callbacks run at once again.
+	tr.AfterFunc(rvOf(1), func(error) { got = append(got, "after") })
+	if len(got) != 3 {
+		t.Fatalf("got %v after the hold ended", got)
+	}
+}
+
+// A callback may call back into the tracker, even to register another
+// callback or advance it, without deadlocking.
+func TestAfterFuncCallbackMayReenterTheTracker(t *testing.T) {
+	var tr Tracker
+	var inner atomic.Bool
+	tr.AfterFunc(rvOf(5), func(error) {
+		tr.Advance(rvOf(6))
+		tr.AfterFunc(rvOf(6), func(error) { inner.Store(true) })
+	})
+	tr.Advance(rvOf(5))
+	if !inner.Load() || tr.Current().String() != "6" {
+		t.Fatalf("inner callback ran = %v, current %q", inner.Load(), tr.Current())
+	}
+}
+
+func TestPanickingCallbackDoesNotLoseTheOthers(t *testing.T) {
+	var tr Tracker
+	var ran []int
+	for i := range 3 {
+		tr.AfterFunc(rvOf(4), func(error) {
+			ran = append(ran, i)
+			if i == 0 {
+				panic("callback 0")
+			}
+		})
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "callback 0" {
+				t.Errorf("recovered %v, want the callback's panic", r)
+			}
+		}()
+		tr.Advance(rvOf(4))
+	}()
+	if len(ran) != 3 {
+		t.Fatalf("ran %v, want all three callbacks", ran)
+	}
+	if err := tr.Wait(context.Background(), "4"); err != nil {
+		t.Fatalf("tracker unusable after a callback panicked: %v", err)
+	}
+}

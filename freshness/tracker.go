@@ -35,6 +35,7 @@ type Tracker struct {
 	byRV         map[string]*waitTarget // the same targets, by canonical RV
 	pending      int                    // goroutines blocked in Wait
 	due          []dueFunc              // released AfterFunc callbacks, run after unlocking
+	holds        int                    // HoldCallbacks calls not yet ended by RunHeldCallbacks
 }
 
 type dueFunc struct {
@@ -125,21 +126,63 @@ func (t *Tracker) Stop() {
 // ErrStopped or ErrIncomparable. If rv is already reached (or the tracker
 // already stopped or incomparable) f is called at once, on the caller's
 // goroutine. Otherwise f runs on the goroutine that released it, after the
-// tracker's lock is released: it must be quick and must not block (record a
-// metric, signal a channel). Registering costs what a pending Wait does;
-// the zero RV is always reached.
+// tracker's lock is released; while callbacks are held (HoldCallbacks), on
+// the goroutine that ends the hold, after its lock is dropped. f may call
+// the tracker; it should be quick, since it delays the callbacks after it
+// (record a metric, signal a channel, queue work). A panicking f does not
+// keep the others from running. Registering costs what a pending Wait
+// does; the zero RV is always reached.
 func (t *Tracker) AfterFunc(rv RV, f func(error)) {
 	t.AfterFuncCancelable(rv, f)
 }
 
+// HoldCallbacks makes the AfterFunc callbacks released from now on wait
+// until the matching RunHeldCallbacks instead of running on the goroutine
+// that released them. An owner that advances the tracker while holding a
+// lock of its own calls HoldCallbacks after taking that lock and
+// RunHeldCallbacks after dropping it, so callbacks never run under the
+// lock and may call back into the owner. Holds nest; callbacks released
+// by other goroutines meanwhile are held too, and run by the last
+// RunHeldCallbacks.
+func (t *Tracker) HoldCallbacks() {
+	t.mu.Lock()
+	t.holds++
+	t.mu.Unlock()
+}
+
+// RunHeldCallbacks ends a HoldCallbacks and, if no other hold is left,
+// runs the callbacks held meanwhile, on the calling goroutine.
+func (t *Tracker) RunHeldCallbacks() {
+	t.mu.Lock()
+	t.holds--
+	t.unlockAndRun()
+}
+
 // unlockAndRun unlocks t.mu and then calls the AfterFunc callbacks that
-// the locked section released.
+// the locked section released, unless they are held (HoldCallbacks).
 func (t *Tracker) unlockAndRun() {
+	if t.holds > 0 {
+		t.mu.Unlock()
+		return
+	}
 	due := t.due
 	t.due = nil
 	t.mu.Unlock()
-	for _, c := range due {
-		c.f(c.err)
+	runDue(due)
+}
+
+// runDue calls each callback in turn. If one panics, the rest still run
+// before the panic goes on up: a callback that panics loses no other
+// caller's wake-up.
+func runDue(due []dueFunc) {
+	i := 0
+	defer func() {
+		if i < len(due) {
+			runDue(due[i+1:])
+		}
+	}()
+	for ; i < len(due); i++ {
+		due[i].f(due[i].err)
 	}
 }
 
