@@ -56,11 +56,15 @@ type FreshInformer struct {
 	// blockDeltas serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.
 	blockDeltas  sync.Mutex
-	logger       klog.Logger            // set at start; read under blockDeltas
-	applied      freshness.RV           // the highest RV applied; under blockDeltas
-	restoring    bool                   // a restore was declared: freshness waits for the relist; under blockDeltas
-	recent       recentRVs              // RVs of recently applied events; under blockDeltas
-	incomparable atomic.Bool            // the last list's RV cannot be ordered
+	logger       klog.Logger  // set at start; read under blockDeltas
+	applied      freshness.RV // the highest RV applied; under blockDeltas
+	restoring    bool         // a restore was declared: freshness waits for the relist; under blockDeltas
+	recent       recentRVs    // RVs of recently applied events; under blockDeltas
+	incomparable atomic.Bool  // the last list's RV cannot be ordered
+	// startOnEvent: the last list was at "0" (a fake source with nothing
+	// in it; API servers never list at "0"), so freshness starts at the
+	// first comparable event or bookmark after it. Under blockDeltas.
+	startOnEvent bool
 	probes       prober                 // restore verification (restore.go)
 	declare      []reflector.Regression // found while applying; declared once blockDeltas is released
 	// advanceAfterDeclare is the resource version of a list that brought a
@@ -255,14 +259,15 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
 	})
 	f.controller = toolscache.New(&toolscache.Config{
-		Queue:                        queue,
-		ListerWatcher:                f.guard.ListerWatcher(f.lw),
-		Process:                      f.handleDeltas,
-		ProcessBatch:                 f.handleBatch,
-		ObjectType:                   f.objectType,
-		ObjectDescription:            f.description,
-		FullResyncPeriod:             f.resyncCheckPeriod,
-		ShouldResync:                 f.processor.shouldResync,
+		Queue:             queue,
+		ListerWatcher:     f.guard.ListerWatcher(f.lw),
+		Process:           f.handleDeltas,
+		ProcessBatch:      f.handleBatch,
+		ObjectType:        f.objectType,
+		ObjectDescription: f.description,
+		// Resyncs run on the informer's clock (resyncLoop), not the
+		// Reflector's real one: WithClock drives them as client-go's
+		// informer clock does.
 		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
 	})
 	f.started = true
@@ -283,6 +288,10 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		}
 	})
 
+	if f.resyncCheckPeriod > 0 {
+		wg.Go(func() { f.resyncLoop(ctx, queue, f.resyncCheckPeriod) })
+	}
+
 	controller.RunWithContext(ctx)
 
 	f.mu.Lock()
@@ -295,6 +304,27 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	wg.Wait()
 	if f.metrics != nil {
 		f.metrics.Stopped()
+	}
+}
+
+// resyncLoop checks every period, on the informer's clock, whether a
+// handler is due for a resync, and if one is, queues a resync of every
+// cached object (delivered as updates to the handlers that are due).
+func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, period time.Duration) {
+	t := f.clock.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if f.processor.shouldResync() {
+			if err := queue.Resync(); err != nil {
+				f.logger.Error(err, "Failed to queue a resync")
+			}
+		}
+		t.Reset(period)
 	}
 }
 
@@ -328,27 +358,60 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 
 // handleBatch is the controller's ProcessBatch function: a run of
 // changes to distinct keys, popped from the queue at once (client-go's
-// InOrderInformersBatchProcess), applied in order under one lock.
+// InOrderInformersBatchProcess), applied in order. A regression found
+// while applying is declared before the batch's later changes advance
+// freshness.
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
-	f.blockDeltas.Lock()
-	var err error
+	for len(deltas) > 0 {
+		n, found, err := f.applyRun(deltas, isInInitialList)
+		deltas = deltas[n:]
+		if found {
+			f.declareFound()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyRun applies deltas in order under blockDeltas until one fails or
+// finds a regression to declare, and returns how many it took. The lock is
+// released by defer: a panicking IndexFunc or transform unwinds to
+// client-go's process loop (which reports it and, with
+// utilruntime.ReallyCrash off, goes on) without leaving the informer
+// wedged.
+func (f *FreshInformer) applyRun(deltas []toolscache.Delta, isInInitialList bool) (n int, found bool, err error) {
+	f.lockApply()
+	defer f.unlockApply()
 	for _, d := range deltas {
+		n++
 		if err = f.apply(d, isInInitialList); err != nil {
 			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
-			break
+			return n, len(f.declare) > 0, err
 		}
-		if len(f.declare) > 0 { // before the batch's later changes advance freshness
-			f.blockDeltas.Unlock()
-			f.declareFound()
-			f.blockDeltas.Lock()
+		if len(f.declare) > 0 {
+			return n, true, nil
 		}
 	}
-	found := len(f.declare) > 0
+	return n, false, nil
+}
+
+// lockApply takes blockDeltas for a section that may move the tracker. The
+// freshness callbacks such a section releases (AfterFreshness, WhenFresh,
+// write-visible metrics) are held until unlockApply has dropped the lock,
+// and run there, on this goroutine: a callback may call back into the
+// informer (RecordWrite, AddEventHandler, AddIndexers, ...) without
+// deadlocking it. Callers hold no other lock of the informer.
+func (f *FreshInformer) lockApply() {
+	f.blockDeltas.Lock()
+	f.tracker.HoldCallbacks()
+}
+
+// unlockApply ends lockApply and runs the callbacks it held.
+func (f *FreshInformer) unlockApply() {
 	f.blockDeltas.Unlock()
-	if found {
-		f.declareFound()
-	}
-	return err
+	f.tracker.RunHeldCallbacks()
 }
 
 // declareFound declares the regressions found while applying, outside
@@ -405,8 +468,11 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 // clientset, and nothing about it can be called fresh. The next comparable
 // list ends plain mode. err is ParseRV's error for "".
 func (f *FreshInformer) unstamped(rv string, err error) {
-	if rv == "" && err != nil && !f.incomparable.Load() {
-		f.markIncomparable(err)
+	if rv == "" && err != nil {
+		f.startOnEvent = false
+		if !f.incomparable.Load() {
+			f.markIncomparable(err)
+		}
 	}
 }
 
@@ -579,6 +645,15 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // declared restore waits for its relist, only that list moves it.
 // blockDeltas is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
+	if f.incomparable.Load() && f.startOnEvent {
+		// The first comparable resource version after a list at "0":
+		// the stream is comparable from here on.
+		f.startOnEvent = false
+		f.incomparable.Store(false)
+		f.applied = rv
+		f.tracker.Reset(rv)
+		return
+	}
 	if f.incomparable.Load() || f.restoring {
 		return
 	}
@@ -615,10 +690,22 @@ func (b *listRegression) add(key string, count *int) {
 // blockDeltas is held.
 func (f *FreshInformer) observeList(s string, back listRegression) {
 	rv, err := freshness.ParseRV(s)
+	if s == "0" {
+		// No position (a fake source listing nothing; API servers never
+		// list at "0"): waits block until the first comparable event or
+		// bookmark starts freshness.
+		f.incomparable.Store(true)
+		f.startOnEvent = true
+		f.applied = freshness.RV{}
+		f.recent.reset()
+		f.tracker.Reset(freshness.RV{})
+		return
+	}
 	if err != nil {
 		f.markIncomparable(err)
 		return
 	}
+	f.startOnEvent = false
 	declared := f.guard.TakeDeclared(s)
 	wasIncomparable := f.incomparable.Swap(false)
 	prev := f.applied
@@ -727,7 +814,7 @@ func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEv
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
-		return nil, fmt.Errorf("handler %v was not added to FreshInformer because it has stopped already", handler)
+		return nil, fmt.Errorf("handler %v was not added to shared informer because it has stopped already", handler)
 	}
 	logger := ptr.Deref(options.Logger, klog.Background())
 	resync := ptr.Deref(options.ResyncPeriod, f.defaultHandlerResync)
@@ -774,9 +861,10 @@ func (f *FreshInformer) RemoveEventHandler(handle toolscache.ResourceEventHandle
 func (f *FreshInformer) GetStore() toolscache.Store { return f.GetIndexer() }
 
 // GetIndexer returns the informer's indexer. Its
-// LastStoreSyncResourceVersion reports LastObservedResourceVersion: the
+// LastStoreSyncResourceVersion reports LastObservedResourceVersion (the
 // applied, monotonic resource version, whatever client-go's AtomicFIFO
-// feature gate says.
+// feature gate says) while resource versions can be ordered, and what
+// client-go's store reports otherwise.
 func (f *FreshInformer) GetIndexer() toolscache.Indexer { return indexerView{f.indexer, f} }
 
 type indexerView struct {
@@ -784,12 +872,21 @@ type indexerView struct {
 	f *FreshInformer
 }
 
-func (v indexerView) LastStoreSyncResourceVersion() string { return v.f.LastObservedResourceVersion() }
+// LastStoreSyncResourceVersion is LastObservedResourceVersion, or, while
+// the informer is in plain mode (resource versions it cannot order, or a
+// list at "0" before the first event), what client-go's store reports:
+// the resource version of the last list or object it stored.
+func (v indexerView) LastStoreSyncResourceVersion() string {
+	if v.f.incomparable.Load() {
+		return v.Indexer.LastStoreSyncResourceVersion()
+	}
+	return v.f.LastObservedResourceVersion()
+}
 
 // AddIndexers adds indexers to the informer's indexer.
 func (f *FreshInformer) AddIndexers(indexers toolscache.Indexers) error {
 	if f.IsStopped() { // f.mu before blockDeltas, as everywhere
-		return errors.New("indexers were not added to FreshInformer because it has stopped already")
+		return errors.New("indexer was not added because it has stopped already")
 	}
 	f.blockDeltas.Lock()
 	defer f.blockDeltas.Unlock()

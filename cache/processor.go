@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/cache/synctrack"
 	"k8s.io/klog/v2"
@@ -45,7 +46,11 @@ type listener struct {
 	requestedResync time.Duration // what the handler asked for (0: no resync)
 	resync          time.Duration // what it gets, given the informer's check period
 	nextResync      time.Time
-	resyncDue       bool // set by shouldResync, read by distribute; processor.mu guards all four
+	// resyncDue says whether resync notifications (and updates that did
+	// not change the resource version) reach this handler. It starts
+	// true, as client-go's does, and stays true while the informer does
+	// no resyncs at all; shouldResync resets it on each resync check.
+	resyncDue bool // processor.mu guards the four fields above
 
 	mu      sync.Mutex
 	pending []notification // appended by distribute
@@ -62,6 +67,7 @@ func newListener(logger klog.Logger, handler toolscache.ResourceEventHandler, re
 		logger:          logger,
 		synced:          synctrack.NewSingleFileTracker(fmt.Sprintf("%T", handler)),
 		requestedResync: requested,
+		resyncDue:       true,
 		wake:            make(chan struct{}, 1),
 		stop:            make(chan struct{}),
 		done:            make(chan struct{}),
@@ -76,6 +82,12 @@ func (l *listener) HasSynced() bool { return l.synced.HasSynced() }
 
 // HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
 func (l *listener) HasSyncedChecker() toolscache.DoneChecker { return l.synced }
+
+// ShutdownChan is closed once the handler will be called no more: after
+// RemoveEventHandler, when its last call has returned (at once for a
+// handler that never ran), or when the informer stops. client-go's
+// toolscache.ShutDownEventHandler waits on it.
+func (l *listener) ShutdownChan() <-chan struct{} { return l.done }
 
 func (l *listener) setResync(resync time.Duration, now time.Time) {
 	l.resync = resync
@@ -100,9 +112,13 @@ func (l *listener) add(n notification) {
 }
 
 // run delivers notifications until stopped. Notifications still queued at
-// stop are dropped, as client-go's informer does.
+// stop are dropped, as client-go's informer does. A handler that panics
+// is reported through utilruntime (which crashes the process unless
+// utilruntime.ReallyCrash is off); otherwise that notification is skipped
+// and, as client-go does, the next comes a second later.
 func (l *listener) run() {
 	defer close(l.done)
+	crashed := false
 	for {
 		select {
 		case <-l.stop:
@@ -119,12 +135,15 @@ func (l *listener) run() {
 			l.pending, l.spare = l.spare[:0], nil
 			l.mu.Unlock()
 			for i := range batch {
+				if crashed && !l.pause(crashAfterPause) {
+					return
+				}
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				l.deliver(batch[i])
+				crashed = l.deliver(batch[i])
 				batch[i] = notification{} // let the objects go
 			}
 			l.mu.Lock()
@@ -134,13 +153,35 @@ func (l *listener) run() {
 	}
 }
 
-func (l *listener) deliver(n notification) {
+// crashAfterPause is how long a listener waits after its handler panicked
+// before the next notification, as client-go's does: a handler that
+// panics on every call does not spin.
+const crashAfterPause = time.Second
+
+// pause waits d unless the listener is stopped first; it reports whether
+// the listener may go on.
+func (l *listener) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// deliver calls the handler for n and reports whether it panicked (only
+// seen when utilruntime.HandleCrash does not re-panic).
+func (l *listener) deliver(n notification) (panicked bool) {
+	panicked = true
+	defer utilruntime.HandleCrashWithLogger(l.logger)
 	switch n.kind {
 	case addNotification:
-		l.handler.OnAdd(n.newObj, n.initialList)
-		if n.initialList {
-			l.synced.Finished()
+		if n.initialList { // counted even if OnAdd panics: the handler can still sync
+			defer l.synced.Finished()
 		}
+		l.handler.OnAdd(n.newObj, n.initialList)
 	case updateNotification:
 		l.handler.OnUpdate(n.oldObj, n.newObj)
 	case deleteNotification:
@@ -151,6 +192,7 @@ func (l *listener) deliver(n notification) {
 		case <-l.stop:
 		}
 	}
+	return false
 }
 
 // shutdown stops run and drops what is queued. Idempotent.
@@ -190,6 +232,9 @@ func (p *processor) removeListener(l *listener) bool {
 		if x == l {
 			p.listeners = append(p.listeners[:i], p.listeners[i+1:]...)
 			l.shutdown()
+			if !p.running { // its run never started and never will
+				close(l.done)
+			}
 			return true
 		}
 	}

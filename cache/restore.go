@@ -223,12 +223,12 @@ func (f *FreshInformer) verifyServer(ctx context.Context) {
 	if err != nil || server.AtLeast(floor) {
 		return
 	}
-	f.blockDeltas.Lock()
+	f.lockApply()
 	f.restoring = true
 	f.applied = freshness.RV{}
 	f.recent.reset()
 	f.tracker.Reset(freshness.RV{})
-	f.blockDeltas.Unlock()
+	f.unlockApply()
 	f.guard.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: got, Floor: floor.String()})
 }
 

@@ -39,9 +39,14 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 // freshness.ErrStopped or freshness.ErrIncomparable (at once, on the
 // caller's goroutine, when rv is malformed or already reached). It is
 // WaitForFreshness without a blocked goroutine, for a workqueue that
-// re-adds a key when the cache catches up: fn runs on the goroutine that
-// applies the event or bookmark (or answers a probe), so it must be quick
-// and must not block. It counts as a pending wait, so a quiet resource is
+// re-adds a key when the cache catches up. fn runs on the goroutine that
+// applied the event or bookmark (or answered a probe), after the informer
+// has released its locks, so it may call back into the informer and the
+// library (RecordWrite, ReadYourWrites, AddEventHandler, AfterFreshness,
+// ...); it should be quick, since the informer applies nothing more until
+// it returns. A panic in fn goes up to client-go's process loop, which
+// reports it through utilruntime; the other callbacks still run. It
+// counts as a pending wait, so a quiet resource is
 // probed for it as for WaitForFreshness, and like WaitForFreshness it is
 // held back while a restore verification probe is in flight (see
 // RecordWrite). stop calls fn off and reports whether it did (false once

@@ -24,9 +24,11 @@ func TestRelistDropsObjectsAsTombstones(t *testing.T) {
 		if cached(inf, "a") != "" {
 			t.Fatal("a survived a relist without it")
 		}
-		// b is unchanged: that update goes only to resyncing handlers.
-		got := rec.waitFor(t, 3)
-		want := []string{"delete tombstone:ns/a@"}
+		// b is unchanged: that update goes to the handlers due for a
+		// resync, which with no resync period is every handler (as with
+		// client-go's informer).
+		got := rec.waitFor(t, 4)
+		want := []string{"delete tombstone:ns/a@", "update b@6->6"}
 		if !slices.Equal(got[2:], want) {
 			t.Fatalf("handler got %q, want %q after the initial adds", got, want)
 		}
