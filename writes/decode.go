@@ -13,8 +13,9 @@ import (
 )
 
 // ErrUnsupportedContentType is matched by the error reported for a write
-// response the transport cannot decode (CBOR, or anything else than JSON
-// and Kubernetes protobuf): that write is not recorded.
+// response the transport does not decode (CBOR, or anything else than JSON
+// and Kubernetes protobuf): that write is not recorded, and its body is
+// passed through unread.
 var ErrUnsupportedContentType = errors.New("writes: unsupported response content type")
 
 // protobufMagic starts every Kubernetes protobuf body.
@@ -28,20 +29,36 @@ type decoded struct {
 	name   string // a Status's details.name
 }
 
+// decodable returns the media type of a Content-Type the transport
+// decodes (JSON or Kubernetes protobuf), and an error matching
+// ErrUnsupportedContentType for any other.
+func decodable(contentType string) (string, error) {
+	switch contentType {
+	case runtime.ContentTypeJSON, runtime.ContentTypeProtobuf: // what API servers send: no parsing
+		return contentType, nil
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q", ErrUnsupportedContentType, contentType)
+	}
+	switch mediaType {
+	case runtime.ContentTypeJSON, runtime.ContentTypeProtobuf:
+		return mediaType, nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrUnsupportedContentType, mediaType)
+}
+
 // decodeMeta decodes only the metadata of a response body (JSON or
 // Kubernetes protobuf), or a Status's details.
 func decodeMeta(contentType string, body []byte) (decoded, error) {
-	mediaType, _, err := mime.ParseMediaType(contentType)
+	mediaType, err := decodable(contentType)
 	if err != nil {
-		return decoded{}, fmt.Errorf("%w: %q", ErrUnsupportedContentType, contentType)
+		return decoded{}, err
 	}
-	switch mediaType {
-	case runtime.ContentTypeJSON:
-		return decodeJSON(body)
-	case runtime.ContentTypeProtobuf:
+	if mediaType == runtime.ContentTypeProtobuf {
 		return decodeProtobuf(body)
 	}
-	return decoded{}, fmt.Errorf("%w: %q", ErrUnsupportedContentType, mediaType)
+	return decodeJSON(body)
 }
 
 // jsonObject holds the fields read from a JSON body; the rest (spec,

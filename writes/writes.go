@@ -12,31 +12,57 @@
 //		_, err = c.client.CoreV1().ConfigMaps(ns).Update(ctx, child, opts) // recorded
 //
 // The transport sees every request of every client made from the config.
-// For a successful (2xx) create, update, patch (server-side apply
-// included), subresource write (status, scale, ...) or delete made with
-// an owner in its context, it decodes only the response's metadata (JSON
-// or Kubernetes protobuf), takes the resource from the URL, and calls
-// Record or RecordDelete. Everything else (reads, lists, watches, failed
-// writes, dry runs, requests without an owner) passes through untouched.
-// The response body stays fully readable by the client, byte for byte.
+// It records a write only when all of these hold: it is a create, update,
+// patch (server-side apply included) or delete made with an owner in its
+// context; it succeeded (2xx) and is not a dry run; its path names an API
+// resource (/api/v1/... or /apis/GROUP/VERSION/..., namespaced or
+// cluster-scoped) and either the object itself or one of the subresources
+// that answer with the object: status, scale, ephemeralcontainers, resize,
+// finalize (of a namespace) and approval (of a certificate signing
+// request); and the response is JSON or Kubernetes protobuf. It then
+// decodes only the response's metadata, takes the resource from the URL,
+// and calls Record or RecordDelete. The response body stays fully readable
+// by the client, byte for byte.
+//
+// Never recorded, and passed through untouched (never buffered, so a
+// streamed answer reaches the client as it comes): reads, lists, watches,
+// failed writes, dry runs, requests without an owner, deletecollections;
+// the proxy subresources of pods, services and nodes and the deprecated
+// top-level proxy (their answers are a backend's, which could name any
+// object and resource version); exec, attach, portforward and log; every
+// other subresource, an aggregated API server's actions included; and
+// pods' eviction and binding, which answer with a Status that carries
+// neither the pod's UID nor a resource version (to read an evicted pod
+// gone, record its delete with ReadYourWrites.Deleted).
+//
+// Nor does a response make its owner wait for a resource version
+// implausibly far ahead (see reflector.Plausible) of the newest one known
+// for its resource: the recorder's, when it implements NewestKnower, and
+// the newest this transport recorded for the resource on the same host
+// (with none known yet, any is plausible, as for an informer before its
+// first list). Such a write is reported as ErrImplausibleResourceVersion
+// instead.
 //
 // What it cannot see: client-go's fake clientsets do not go through HTTP
 // (in unit tests on fakes, record with ReadYourWrites.Record or Wrote);
 // a scale subresource answers with a Scale, whose metadata carries the
 // object's name and resource version but not its labels, so an informer
 // filtered by labels reports it as not watched (cache.ErrNotWatched); CBOR
-// responses are reported as ErrUnsupportedContentType. Writes that could
-// not be recorded go to the error handler (WithErrorHandler; by default a
-// log line at verbosity 4 for writes no informer watches, 2 otherwise).
+// and other responses the transport does not decode are passed through
+// unread and reported as ErrUnsupportedContentType. Writes that could not be recorded go to the
+// error handler (WithErrorHandler; by default a log line at verbosity 4
+// for writes no informer watches, 2 otherwise).
 package writes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,7 +71,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/apipath"
+	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // Recorder receives the writes. *cache.ReadYourWrites implements it.
@@ -56,6 +84,16 @@ type Recorder interface {
 	// RecordDelete notes a deleted object (from the DELETE response: the
 	// object, or only its name and UID when the server returned a Status).
 	RecordDelete(owner cache.Owner, gr schema.GroupResource, deleted metav1.Object) error
+}
+
+// NewestKnower is implemented by a Recorder that knows the newest resource
+// version the server has reached for a resource (from its informers, say).
+// The transport then records no write whose resource version is
+// implausibly far ahead of it.
+type NewestKnower interface {
+	// NewestKnownResourceVersion returns the newest resource version known
+	// for gr, or "" if none is.
+	NewestKnownResourceVersion(gr schema.GroupResource) string
 }
 
 var _ Recorder = (*cache.ReadYourWrites)(nil)
@@ -77,8 +115,8 @@ func OwnerFrom(ctx context.Context) (cache.Owner, bool) {
 // RecordError says why a successful write could not be recorded. It
 // unwraps to the cause: cache.ErrNotWatched or cache.ErrNoInformer (no
 // informer could see the object: nothing to wait for),
-// freshness.ErrIncomparable, ErrUnsupportedContentType, or a decoding
-// error.
+// freshness.ErrIncomparable, ErrUnsupportedContentType,
+// ErrImplausibleResourceVersion, or a decoding error.
 type RecordError struct {
 	Method, Path string
 	Err          error
@@ -89,6 +127,12 @@ func (e *RecordError) Error() string {
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// ErrImplausibleResourceVersion is matched by the error reported for a
+// write response whose resource version is implausibly far ahead of the
+// newest known for its resource (see reflector.Plausible): waiting for it
+// would time out on every reconcile, so that write is not recorded.
+var ErrImplausibleResourceVersion = errors.New("writes: implausible resource version, far ahead of the newest known for the resource")
 
 // Option configures the transport.
 type Option func(*roundTripper)
@@ -101,10 +145,12 @@ func WithErrorHandler(h func(ctx context.Context, err error)) Option {
 }
 
 // WithMaxBodyBytes bounds the response bodies the transport decodes
-// (default 16 MiB, far above what etcd stores per object); a larger write
-// response passes through unrecorded, with a RecordError.
+// (default 16 MiB, far above what etcd stores per object; math.MaxInt64
+// for no bound); a larger write response passes through unrecorded, with
+// a RecordError. The buffer grows as the body arrives, whatever its
+// Content-Length says.
 func WithMaxBodyBytes(n int64) Option {
-	return func(rt *roundTripper) { rt.maxBody = n }
+	return func(rt *roundTripper) { rt.maxBody = max(n, 0) }
 }
 
 // WrapConfig returns a copy of cfg whose clients record writes on rec.
@@ -118,7 +164,8 @@ func WrapConfig(cfg *rest.Config, rec Recorder, opts ...Option) *rest.Config {
 // NewRoundTripper returns a transport that records on rec the writes it
 // carries to next, for clients not made from a rest.Config.
 func NewRoundTripper(next http.RoundTripper, rec Recorder, opts ...Option) http.RoundTripper {
-	rt := &roundTripper{next: next, rec: rec, maxBody: 16 << 20, onError: logError}
+	rt := &roundTripper{next: next, rec: rec, maxBody: 16 << 20, onError: logError, floors: map[floorKey]freshness.RV{}}
+	rt.knower, _ = rec.(NewestKnower)
 	for _, o := range opts {
 		o(rt)
 	}
@@ -128,8 +175,20 @@ func NewRoundTripper(next http.RoundTripper, rec Recorder, opts ...Option) http.
 type roundTripper struct {
 	next    http.RoundTripper
 	rec     Recorder
+	knower  NewestKnower // rec, if it is one
 	maxBody int64
 	onError func(context.Context, error)
+
+	mu     sync.Mutex
+	floors map[floorKey]freshness.RV // the newest plausible resource version recorded
+}
+
+// floorKey scopes what the transport knows of resource versions: one
+// resource on one server (an aggregated API server counts its own, and a
+// transport shared by clients of several clusters sees several).
+type floorKey struct {
+	host string
+	gr   schema.GroupResource
 }
 
 func logError(ctx context.Context, err error) {
@@ -159,11 +218,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil {
 		return resp, err
 	}
-	if req.URL.Query().Has("dryRun") {
+	if req.URL.RawQuery != "" && req.URL.Query().Has("dryRun") {
 		return resp, nil
 	}
-	t, ok := apipath.Parse(req.URL.Path)
-	if !ok || t.Name == "" && req.Method == http.MethodDelete { // a deletecollection returns a list
+	t, ok := objectWrite(req)
+	if !ok {
 		return resp, nil
 	}
 	if err := rt.record(req, resp, owner, t); err != nil {
@@ -172,31 +231,52 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// objectWrite reads the target of a write from its path, and reports
+// whether the API server answers it with the written object: a write of
+// the object itself or of a subresource that returns it. Anything else (a
+// proxy, a stream, an action, a deletecollection) is not the server's own
+// state of an object.
+func objectWrite(req *http.Request) (apipath.Target, bool) {
+	t, ok := apipath.Parse(req.URL.Path)
+	if !ok {
+		return t, false // the top-level proxy, discovery, ...
+	}
+	switch t.Subresource {
+	case "":
+		// A deletecollection answers with a list.
+		return t, t.Name != "" || req.Method != http.MethodDelete
+	case "status", "scale", "ephemeralcontainers", "resize", "finalize", "approval":
+		return t, true
+	}
+	// proxy/..., exec, attach, portforward, log, eviction, binding, token,
+	// an aggregated server's action: not the object.
+	return t, false
+}
+
 // record reads the body (handing the client the same bytes back) and
 // records the write it reports.
 func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cache.Owner, t apipath.Target) error {
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		return fmt.Errorf("%w: encoded with %q", ErrUnsupportedContentType, enc)
 	}
+	mediaType, err := decodable(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return err // before reading: the body is not ours to buffer
+	}
 	if resp.ContentLength > rt.maxBody {
 		return fmt.Errorf("response of %d bytes is over the %d bytes decoded", resp.ContentLength, rt.maxBody)
 	}
-	size := resp.ContentLength
-	if size < 0 {
-		size = 4096
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1)) // +1: ReadFrom stops without growing
-	_, readErr := buf.ReadFrom(io.LimitReader(resp.Body, rt.maxBody+1))
-	body := buf.Bytes()
-	resp.Body = &replayBody{r: bytes.NewReader(body), rest: resp.Body, readErr: readErr}
+	body, readErr := readUpTo(resp.Body, rt.maxBody, resp.ContentLength)
+	replay := &replayBody{buf: body, rest: resp.Body, readErr: readErr}
+	resp.Body = replay
 	if readErr != nil {
 		return readErr // the client gets the same error after the same bytes
 	}
 	if int64(len(body)) > rt.maxBody {
-		resp.Body.(*replayBody).tail = true
+		replay.tail = true
 		return fmt.Errorf("response is over the %d bytes decoded", rt.maxBody)
 	}
-	d, err := decodeMeta(resp.Header.Get("Content-Type"), body)
+	d, err := decodeMeta(mediaType, body)
 	if err != nil {
 		return err
 	}
@@ -207,29 +287,111 @@ func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cac
 			name = t.Name
 		}
 		return rt.rec.RecordDelete(owner, t.Resource, &metav1.ObjectMeta{Namespace: t.Namespace, Name: name, UID: types.UID(d.uid)})
-	case d.status: // an eviction, a binding: nothing the response can tell
+	case d.status: // nothing the response can tell
 	case d.meta.ResourceVersion == "": // not persisted (a review, a token request)
-	case req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK: // gone, at the deletion's resource version
-		return rt.rec.RecordDelete(owner, t.Resource, &d.meta)
-	default: // written; a 202 delete left it in place, marked for deletion
+	default:
+		if err := rt.plausible(req.URL.Host, t.Resource, d.meta.ResourceVersion); err != nil {
+			return err
+		}
+		if req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK { // gone, at the deletion's resource version
+			return rt.rec.RecordDelete(owner, t.Resource, &d.meta)
+		}
+		// Written; a 202 delete left it in place, marked for deletion.
 		return rt.rec.Record(owner, t.Resource, &d.meta)
 	}
 	return nil
+}
+
+// plausible returns an error matching ErrImplausibleResourceVersion if rvs
+// is implausibly far ahead of the newest resource version known for gr on
+// host (reflector.Plausible's rule, the one the informers' streams are
+// held to), and otherwise makes it the newest known if it is. A malformed
+// rvs is left to the Recorder to report.
+func (rt *roundTripper) plausible(host string, gr schema.GroupResource, rvs string) error {
+	rv, err := freshness.ParseRV(rvs)
+	if err != nil {
+		return nil
+	}
+	var known freshness.RV
+	if rt.knower != nil {
+		known, _ = freshness.ParseRV(rt.knower.NewestKnownResourceVersion(gr))
+	}
+	k := floorKey{host, gr}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	floor := rt.floors[k]
+	if known.Compare(floor) > 0 {
+		floor = known
+	}
+	if !reflector.Plausible(rv, floor) {
+		return fmt.Errorf("%w: %s, newest known %s", ErrImplausibleResourceVersion, truncate(rvs), floor.String())
+	}
+	if rv.Compare(rt.floors[k]) > 0 {
+		rt.floors[k] = rv
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// maxPrealloc bounds the buffer allocated for a body before any of it
+// arrived: a Content-Length is only what the server declares.
+const maxPrealloc = 64 << 10
+
+// readUpTo reads r until EOF or until it has read more than limit bytes
+// (one more, to tell a body over the bound), growing its buffer as bytes
+// arrive from a capacity that fits a body of declared bytes (-1: unknown)
+// up to maxPrealloc.
+func readUpTo(r io.Reader, limit, declared int64) ([]byte, error) {
+	if limit < math.MaxInt64 {
+		limit++
+	}
+	size := int64(4096)
+	if declared >= 0 {
+		size = min(declared, maxPrealloc) + 1 // +1: the read that meets EOF needs no growth
+	}
+	buf := make([]byte, 0, min(size, limit))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				return buf, nil
+			}
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), limit-int64(len(buf))))) // doubling, up to limit
+		}
+		n, err := r.Read(buf[len(buf):int(min(int64(cap(buf)), limit))])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // replayBody gives the client the bytes the transport read, then whatever
 // followed: the rest of the original body (past the decoding bound) or the
 // read error it met.
 type replayBody struct {
-	r       *bytes.Reader
+	buf     []byte
 	rest    io.ReadCloser
 	readErr error
-	tail    bool // continue with rest once r is drained
+	tail    bool // continue with rest once buf is drained
 }
 
 func (b *replayBody) Read(p []byte) (int, error) {
-	if b.r.Len() > 0 {
-		return b.r.Read(p)
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		if len(b.buf) == 0 {
+			b.buf = nil // let the copy go
+		}
+		return n, nil
 	}
 	switch {
 	case b.readErr != nil:
