@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,9 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // Behaviours that code written for client-go's shared informer relies on
@@ -192,5 +196,37 @@ func TestStoppedErrorsUseClientGoWording(t *testing.T) {
 	err = inf.AddIndexers(toolscache.Indexers{"x": toolscache.MetaNamespaceIndexFunc})
 	if err == nil || err.Error() != "indexer was not added because it has stopped already" {
 		t.Fatalf("AddIndexers after stop: %v", err)
+	}
+}
+
+// On a plain client-go fake (objects without resource versions) a wait
+// fails with ErrIncomparable and says which fake to use instead.
+func TestPlainFakeWaitNamesFreshtest(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	f := NewSharedInformerFactory(client, 0)
+	inf, ok := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
+	if !ok {
+		t.Fatal("the factory did not make a FreshInformer")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); f.Shutdown() }()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	if _, err := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok, _ := inf.GetStore().GetByKey("ns/b"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never cached b")
+		}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	err := inf.WaitForFreshness(wctx, "1")
+	if !errors.Is(err, freshness.ErrIncomparable) || !strings.Contains(err.Error(), "freshtest") {
+		t.Fatalf("WaitForFreshness on a plain fake: %v; want ErrIncomparable naming package freshtest", err)
 	}
 }

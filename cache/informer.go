@@ -471,9 +471,15 @@ func (f *FreshInformer) unstamped(rv string, err error) {
 	if rv == "" && err != nil {
 		f.startOnEvent = false
 		if !f.incomparable.Load() {
-			f.markIncomparable(err)
+			f.markIncomparable(errUnstamped(err))
 		}
 	}
+}
+
+// errUnstamped tells a caller whose wait fails for want of resource
+// versions where they went: a fake clientset, and which fake to use.
+func errUnstamped(err error) error {
+	return fmt.Errorf("objects carry no resource version, so they did not come from an API server (client-go's fake clientsets stamp none: package freshtest has fakes that do): %w", err)
 }
 
 // upsert applies an added or updated object unless it is older than the
@@ -702,6 +708,9 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		return
 	}
 	if err != nil {
+		if s == "" {
+			err = errUnstamped(err)
+		}
 		f.markIncomparable(err)
 		return
 	}
