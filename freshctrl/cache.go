@@ -2,13 +2,14 @@ package freshctrl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,10 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
@@ -45,6 +49,17 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// DisableMetrics turns the metrics off.
 	DisableMetrics bool
+	// Logger receives the few messages freshctrl logs itself (a feature
+	// turned off by the configuration, said once). The zero value means
+	// controller-runtime's logger, named "freshctrl".
+	Logger logr.Logger
+}
+
+func (o Options) logger() logr.Logger {
+	if o.Logger.GetSink() != nil {
+		return o.Logger
+	}
+	return crlog.Log.WithName("freshctrl")
 }
 
 // NewCache is a controller-runtime cache.NewCacheFunc: the cache
@@ -52,15 +67,39 @@ type Options struct {
 // (cluster-wide, per namespace, per ByObject selector; typed, unstructured
 // and metadata-only) is a freshinformer cache.FreshInformer, named after
 // its scope and reporting metrics on controller-runtime's registry.
+//
+// # cache.Options.NewInformer
+//
+// A NewInformer hook in opts is honoured: controller-runtime calls it, as
+// it would without freshctrl, on the goroutine that first asks for the
+// informer (GetInformer, a read, IndexField), while it holds its informer
+// map's lock, so the hook must not call back into the cache. The informer
+// it returns is the one the cache hands out and reads from.
+//
+//   - A hook that returns a FreshInformer (built with the ListerWatcher it
+//     was given and cache.NewSharedIndexInformer) loses nothing; its name
+//     and metrics are whatever its own options say.
+//   - Any other informer (a fake in a test, one built elsewhere) is made as
+//     fresh as it can be from the outside: when the cache starts (or at
+//     once, if it runs already) freshctrl wraps it with cache.Wrap, so
+//     reads through NewClient's client still wait for their own writes to
+//     reach it. It gives up what only a FreshInformer has: no out-of-order
+//     or stale-relist guard, no metrics, no quiet-resource probe (a waiting
+//     read wakes at the informer's next event; bookmarks and lists count
+//     only when a read starts), no waiting for deletes (a read after a
+//     Delete may still see the object), and a Requeuer re-queues its
+//     requests through the rate limiter instead of exactly when it catches
+//     up. An informer whose objects carry no resource versions (a fake
+//     clientset's) cannot be waited for: see cache.WrappedInformer.
+//     With client-go's AtomicFIFO feature gate off cache.Wrap refuses:
+//     the informer is then used as it is and reads do not wait for it
+//     (said once in the log).
 func NewCache(config *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	return Options{}.NewCache(config, opts)
 }
 
 // NewCache is the package-level NewCache with o's settings.
 func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Cache, error) {
-	if opts.NewInformer != nil {
-		return nil, errors.New("freshctrl: cache.Options.NewInformer is set, but freshctrl makes the informers itself")
-	}
 	if opts.HTTPClient == nil {
 		hc, err := rest.HTTPClientFor(config)
 		if err != nil {
@@ -78,7 +117,7 @@ func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Ca
 		}
 		opts.Mapper = m
 	}
-	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout}
+	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, log: o.logger()}
 	if reg.timeout <= 0 {
 		reg.timeout = DefaultTimeout
 	}
@@ -111,7 +150,7 @@ func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Ca
 }
 
 // Cache is the cache NewCache returns: controller-runtime's cache, made of
-// FreshInformers. NewClient needs it as the manager's cache.
+// FreshInformers. NewClient gives read-your-writes with it as its reader.
 //
 // It is safe for concurrent use, as controller-runtime's cache is.
 type Cache struct {
@@ -120,11 +159,42 @@ type Cache struct {
 	failOnMissing bool
 }
 
+var _ manager.LeaderElectionRunnable = (*Cache)(nil)
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: like
+// controller-runtime's cache, it runs on every replica, leader or not, so
+// a cache added with mgr.Add starts and syncs on a standby replica too.
+func (c *Cache) NeedLeaderElection() bool { return false }
+
 // Start runs the cache until ctx ends (see controller-runtime's Cache); it
 // then frees the informers' metric names for a later cache.
 func (c *Cache) Start(ctx context.Context) error {
+	c.reg.start(ctx)
 	defer c.reg.release()
 	return c.Cache.Start(ctx)
+}
+
+// RemoveInformer implements controller-runtime's Informers: it removes and
+// stops obj's informers (every namespace's), and forgets them: reads stop
+// waiting on them and their metric names are free again.
+func (c *Cache) RemoveInformer(ctx context.Context, obj client.Object) error {
+	if err := c.Cache.RemoveInformer(ctx, obj); err != nil {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.reg.scheme)
+	if err != nil {
+		return nil // controller-runtime removed nothing either
+	}
+	c.reg.forget(gvk, representationOf(obj))
+	return nil
+}
+
+// started reports whether Start was called: before it, reads report
+// ErrCacheNotStarted and no informer runs to wait on.
+func (c *Cache) started() bool {
+	c.reg.mu.RLock()
+	defer c.reg.mu.RUnlock()
+	return c.reg.ctx != nil
 }
 
 // Representation is how a cached resource is read: typed objects,
@@ -158,36 +228,88 @@ type ScopedInformer struct {
 	Scope            Scope
 }
 
-// FreshInformers returns the cache's informers so far (informers are made
-// on first use, as in controller-runtime).
+// FreshInformers returns the cache's FreshInformers so far (informers are
+// made on first use, as in controller-runtime, and leave with
+// RemoveInformer). Informers a cache.Options.NewInformer hook made that
+// are not FreshInformers are not among them.
 func (c *Cache) FreshInformers() []ScopedInformer {
 	c.reg.mu.RLock()
 	defer c.reg.mu.RUnlock()
-	out := make([]ScopedInformer, len(c.reg.informers))
-	for i, e := range c.reg.informers {
-		out[i] = *e
+	out := make([]ScopedInformer, 0, len(c.reg.informers))
+	for _, e := range c.reg.informers {
+		if e.Informer != nil {
+			out = append(out, e.ScopedInformer)
+		}
 	}
 	return out
 }
 
-// registry records the informers a cache makes. mu guards informers and
-// names; the other fields are set before use.
-type registry struct {
-	scheme  *runtime.Scheme
-	mapper  meta.RESTMapper
-	metrics *provider
-	timeout time.Duration
+// informerEntry is the registry's record of one informer: a FreshInformer
+// (ScopedInformer.Informer), or a foreign one from the user's NewInformer
+// hook, wrapped once the cache runs.
+type informerEntry struct {
+	ScopedInformer
+	name    string // in errors and logs
+	nameKey string // metric name reservation, "" for none
 
-	mu        sync.RWMutex
-	informers []*ScopedInformer
-	names     []string // metric name keys, freed when the cache stops
+	foreign toolscache.SharedIndexInformer // nil for a FreshInformer
+	wrapped atomic.Pointer[fcache.WrappedInformer]
+	stop    context.CancelFunc // ends the wrap; nil until wrapped
 }
 
-// newInformer is controller-runtime's NewInformer hook. It learns the
-// informer's scope by sending one list request that probeTransport records
-// and stops, then makes a FreshInformer named after that scope.
+// freshness is what reads wait on: nil for a foreign informer not (or not
+// yet) wrapped, which cannot say what it applied.
+func (e *informerEntry) freshness() freshnessView {
+	if e.Informer != nil {
+		return e.Informer
+	}
+	if w := e.wrapped.Load(); w != nil {
+		return w
+	}
+	return nil
+}
+
+func (e *informerEntry) indexer() toolscache.Indexer {
+	if e.Informer != nil {
+		return e.Informer.GetIndexer()
+	}
+	return e.foreign.GetIndexer()
+}
+
+// freshnessView is what FreshInformer and WrappedInformer both offer.
+type freshnessView interface {
+	WaitForFreshness(ctx context.Context, rv string) error
+	LastObservedResourceVersion() string
+}
+
+// registry records the informers a cache makes. mu guards informers, ctx
+// and the foreign entries' stop; the other fields are set before use.
+//
+// Bound: one entry per informer the cache holds (per kind, representation
+// and namespace or selector of its configuration); RemoveInformer drops
+// them.
+type registry struct {
+	scheme   *runtime.Scheme
+	mapper   meta.RESTMapper
+	metrics  *provider
+	timeout  time.Duration
+	userHook func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
+	log      logr.Logger
+
+	mu        sync.RWMutex
+	informers []*informerEntry
+	ctx       context.Context // Start's, nil before it
+
+	unwrappedOnce sync.Once
+}
+
+// newInformer is controller-runtime's NewInformer hook, run on the
+// goroutine that first asks for the informer, under controller-runtime's
+// informer map lock. It learns the informer's scope by sending one list
+// request that probeTransport records and stops, then makes a
+// FreshInformer named after that scope (or has the user's hook make one).
 func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	e := &ScopedInformer{Representation: representationOf(obj), Scope: Scope{Unknown: true}}
+	e := &informerEntry{ScopedInformer: ScopedInformer{Representation: representationOf(obj), Scope: Scope{Unknown: true}}}
 	if gvk, err := apiutil.GVKForObject(obj, r.scheme); err == nil {
 		e.GroupVersionKind = gvk
 		if m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
@@ -208,31 +330,114 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	if e.Representation != Typed {
 		base = string(e.Representation) + ":" + base
 	}
+	e.name = base
+	if r.userHook != nil {
+		return r.adopt(e, r.userHook(lw, obj, resync, indexers))
+	}
 	opts := []fcache.Option{
 		fcache.WithResource(e.Resource),
 		fcache.WithSelector(e.Scope.Selector()),
 	}
-	name, key := base, ""
 	if r.metrics != nil {
-		name, key = r.metrics.reserve(e.Resource, base)
+		e.name, e.nameKey = r.metrics.reserve(e.Resource, base)
 		opts = append(opts, fcache.WithMetrics(r.metrics.p))
 	}
-	opts = append(opts, fcache.WithName(name))
+	opts = append(opts, fcache.WithName(e.name))
 	e.Informer = fcache.NewSharedIndexInformer(lw, obj, resync, indexers, opts...)
 	r.mu.Lock()
 	r.informers = append(r.informers, e)
-	if r.metrics != nil {
-		r.names = append(r.names, key)
-	}
 	r.mu.Unlock()
 	return e.Informer
 }
 
+// adopt records the informer the user's hook made and returns it
+// unchanged: a FreshInformer as it is, anything else to be wrapped when
+// the cache runs.
+func (r *registry) adopt(e *informerEntry, inf toolscache.SharedIndexInformer) toolscache.SharedIndexInformer {
+	if inf == nil {
+		return nil
+	}
+	if f, ok := fcache.FreshInformerOf(inf); ok {
+		e.Informer = f
+		if n := f.Name(); n != "" {
+			e.name = n
+		}
+	} else {
+		e.foreign = inf
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.informers = append(r.informers, e)
+	if e.foreign != nil && r.ctx != nil {
+		r.wrapLocked(e)
+	}
+	return inf
+}
+
+// wrapLocked wraps a foreign informer for the running cache; the wrap ends
+// with the cache or RemoveInformer. r.mu is held.
+func (r *registry) wrapLocked(e *informerEntry) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	w, err := fcache.Wrap(ctx, e.foreign)
+	if err != nil {
+		cancel()
+		r.unwrappedOnce.Do(func() {
+			r.log.Info("informers from cache.Options.NewInformer cannot be wrapped, so reads through freshctrl's client do not wait for them to reflect its writes",
+				"informer", fmt.Sprintf("%T", e.foreign), "reason", err.Error())
+		})
+		return
+	}
+	e.wrapped.Store(w)
+	e.stop = cancel
+}
+
+// start records the cache's context and wraps the foreign informers made
+// before it.
+func (r *registry) start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx != nil {
+		return // controller-runtime reports a second Start
+	}
+	r.ctx = ctx
+	for _, e := range r.informers {
+		if e.foreign != nil {
+			r.wrapLocked(e)
+		}
+	}
+}
+
+// forget drops the informers of gvk in representation rep (RemoveInformer
+// stopped them).
+func (r *registry) forget(gvk schema.GroupVersionKind, rep Representation) {
+	r.mu.Lock()
+	var gone []*informerEntry
+	kept := r.informers[:0]
+	for _, e := range r.informers {
+		if e.GroupVersionKind == gvk && e.Representation == rep {
+			gone = append(gone, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	clear(r.informers[len(kept):])
+	r.informers = kept
+	r.mu.Unlock()
+	for _, e := range gone {
+		if e.stop != nil {
+			e.stop()
+		}
+		if e.nameKey != "" {
+			r.metrics.free(e.nameKey)
+		}
+	}
+}
+
 // lookup returns the informers of a group-kind in one representation.
-func (r *registry) lookup(gk schema.GroupKind, rep Representation) []*ScopedInformer {
+func (r *registry) lookup(gk schema.GroupKind, rep Representation) []*informerEntry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []*ScopedInformer
+	var out []*informerEntry
 	for _, e := range r.informers {
 		if e.GroupVersionKind.GroupKind() == gk && e.Representation == rep {
 			out = append(out, e)
@@ -242,10 +447,10 @@ func (r *registry) lookup(gk schema.GroupKind, rep Representation) []*ScopedInfo
 }
 
 // all returns the informers of a group-kind in every representation.
-func (r *registry) all(gk schema.GroupKind) []*ScopedInformer {
+func (r *registry) all(gk schema.GroupKind) []*informerEntry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []*ScopedInformer
+	var out []*informerEntry
 	for _, e := range r.informers {
 		if e.GroupVersionKind.GroupKind() == gk {
 			out = append(out, e)
@@ -254,16 +459,22 @@ func (r *registry) all(gk schema.GroupKind) []*ScopedInformer {
 	return out
 }
 
+// release frees the metric names once the cache has stopped.
 func (r *registry) release() {
 	if r.metrics == nil {
 		return
 	}
 	r.mu.Lock()
-	names := r.names
-	r.names = nil
+	var keys []string
+	for _, e := range r.informers {
+		if e.nameKey != "" {
+			keys = append(keys, e.nameKey)
+			e.nameKey = ""
+		}
+	}
 	r.mu.Unlock()
-	for _, n := range names {
-		r.metrics.free(n)
+	for _, k := range keys {
+		r.metrics.free(k)
 	}
 }
 
@@ -271,6 +482,11 @@ func (r *registry) release() {
 // of the process, with the informer names in use on it: two informers of
 // one resource never export the same label set, so scrapes never fail on
 // duplicates (a second cache of the same scope gets "#2").
+//
+// Bounds: providers holds one entry per Registerer ever given to NewCache
+// (a process has one or a few: metrics.NewProvider cannot register twice
+// on one anyway); inUse one name per informer of the running caches, freed
+// by RemoveInformer and when a cache stops.
 type provider struct {
 	p *metrics.Provider
 

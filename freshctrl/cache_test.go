@@ -13,10 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,19 +155,5 @@ func TestMetricsNamesNeverCollide(t *testing.T) {
 		if !names[n] {
 			t.Errorf("no series for informer %q; have %v", n, names)
 		}
-	}
-}
-
-// TestNewCacheRejectsNewInformer: freshctrl makes the informers; a user
-// hook would silently lose the guarantees, so it is an error.
-func TestNewCacheRejectsNewInformer(t *testing.T) {
-	_, err := Options{DisableMetrics: true}.NewCache(offlineConfig(), crcache.Options{
-		Scheme: scheme.Scheme, Mapper: staticMapper(),
-		NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
-		},
-	})
-	if err == nil || !strings.Contains(err.Error(), "NewInformer") {
-		t.Fatalf("got %v, want an error about NewInformer", err)
 	}
 }

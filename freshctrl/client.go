@@ -1,6 +1,7 @@
 package freshctrl
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -110,10 +112,22 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // request, client.DisableReadYourWritesConsistency turns it off, as it does
 // for controller-runtime's own option.
 //
-// The manager's cache must come from NewCache. With no cache reader the
-// client reads from the server and NewClient returns client.New's client.
+// Read-your-writes needs the cache reader to be NewCache's cache (set
+// both manager fields). With any other reader NewClient returns
+// client.New's client unchanged, cached reads, ErrResourceNotCached and
+// DisableFor included, and says once in the log (Options.Logger) that
+// read-your-writes is off. With no cache
+// reader the client reads from the server and NewClient returns
+// client.New's client. With NewCache's cache,
 // CacheOptions.EnableReadYourWritesConsistency is turned off: this client
 // replaces it.
+//
+// Memory: the client keeps the writes reads may still wait for, at most
+// 1024 per kind written, each for at most a minute on its own; older or
+// further ones the cache has not reached yet are folded into one resource
+// version per kind that every read of the kind waits for until the cache
+// reaches it (a read may then wait for more than it needs, never for less;
+// a delete folded so is no longer waited for).
 func NewClient(config *rest.Config, options client.Options) (client.Client, error) {
 	return Options{}.NewClient(config, options)
 }
@@ -125,7 +139,9 @@ func (o Options) NewClient(config *rest.Config, options client.Options) (client.
 	}
 	fc, ok := options.Cache.Reader.(*Cache)
 	if !ok {
-		return nil, fmt.Errorf("freshctrl: NewClient needs the cache made by freshctrl.NewCache, got a %T (set both manager fields)", options.Cache.Reader)
+		o.logger().Info("the client's cache reader is not freshctrl's cache: read-your-writes is off, cached reads are controller-runtime's own (use freshctrl.NewCache for the cache to turn it on)",
+			"reader", fmt.Sprintf("%T", options.Cache.Reader))
+		return client.New(config, options)
 	}
 	co := *options.Cache
 	co.EnableReadYourWritesConsistency = nil
@@ -147,7 +163,13 @@ func newFreshClient(inner client.Client, fc *Cache, co client.CacheOptions, time
 		timeout:           timeout,
 		cacheUnstructured: co.Unstructured,
 		uncached:          map[schema.GroupVersionKind]bool{},
-		log:               writeLog{gks: map[schema.GroupKind]map[types.NamespacedName]entry{}},
+	}
+	c.log = writeLog{
+		gks:        map[schema.GroupKind]*kindLog{},
+		maxEntries: maxLoggedWrites,
+		maxAge:     maxWriteAge,
+		clock:      clock.RealClock{},
+		settled:    c.settledOne,
 	}
 	for _, obj := range co.DisableFor {
 		gvk, err := inner.GroupVersionKindFor(obj)
@@ -179,34 +201,130 @@ type entry struct {
 	barrier bool // DeleteAllOf: every key of key.Namespace ("" all)
 }
 
+// Bounds of the write log, per group-kind (see writeLog).
+const (
+	maxLoggedWrites = 1024
+	maxWriteAge     = time.Minute
+)
+
 // writeLog holds, per group-kind, the writes reads may still wait for.
+//
+// Bounds: per group-kind at most maxEntries keyed entries (one per object
+// written, or per namespace of a DeleteAllOf) plus one floor, and a keyed
+// entry lives at most maxAge; group-kinds are the kinds written through the
+// client. Each write checks the floor and the oldest entries only: those
+// every informer has reached are dropped (up to two per write, so the log
+// drains while the informers keep up); past a bound the oldest are taken
+// out anyway, and an unreached one is folded into the group-kind's floor,
+// the highest resource version folded, which every informer of the
+// group-kind must reach before a read of the kind returns. A read never
+// returns before a write it must reflect; past the bounds it may wait for
+// more than it needs. An unreached delete has no resource version to fold:
+// past a bound it is dropped, and a read may show the deleted object until
+// the cache catches up, as a plain controller-runtime client would.
+// Inserts are O(1) amortized; a List scans its group-kind's entries.
+//
+// settled runs on the writing goroutine with mu held: it reads informer
+// indexers and the registry and must not call back into the log.
 type writeLog struct {
-	mu  sync.Mutex
-	gks map[schema.GroupKind]map[types.NamespacedName]entry
+	mu         sync.Mutex
+	gks        map[schema.GroupKind]*kindLog
+	maxEntries int
+	maxAge     time.Duration
+	clock      clock.PassiveClock
+	settled    func(schema.GroupKind, entry) bool
 }
 
-// maxUnpruned is how many entries a group-kind holds before a write prunes
-// the ones every informer has reached.
-const maxUnpruned = 256
+// kindLog is one group-kind's writes, oldest first.
+type kindLog struct {
+	byKey map[types.NamespacedName]*list.Element // of *loggedWrite
+	order list.List
+	floor freshness.RV // zero for none
+}
 
-func (l *writeLog) add(gk schema.GroupKind, e entry, prune func([]entry) []entry) {
+type loggedWrite struct {
+	entry
+	at time.Time
+}
+
+// floorKey is where the floor sits among a read's pending entries: a
+// barrier of every namespace (a DeleteAllOf of all namespaces raises it).
+var floorKey types.NamespacedName
+
+func (l *writeLog) add(gk schema.GroupKind, e entry) {
 	l.mu.Lock()
-	m := l.gks[gk]
-	if m == nil {
-		m = map[types.NamespacedName]entry{}
-		l.gks[gk] = m
+	defer l.mu.Unlock()
+	kl := l.gks[gk]
+	if kl == nil {
+		kl = &kindLog{byKey: map[types.NamespacedName]*list.Element{}}
+		l.gks[gk] = kl
 	}
-	m[e.key] = e
-	var check []entry
-	if len(m) > maxUnpruned {
-		for _, e := range m {
-			check = append(check, e)
+	now := l.clock.Now()
+	switch el := kl.byKey[e.key]; {
+	case e.key == floorKey:
+		if e.rv.Compare(kl.floor) > 0 {
+			kl.floor = e.rv
+		}
+	case el == nil:
+		kl.byKey[e.key] = kl.order.PushBack(&loggedWrite{entry: e, at: now})
+	default:
+		w := el.Value.(*loggedWrite)
+		// Writes to one key racing on several goroutines may be recorded
+		// out of order: the higher resource version stands.
+		if !(w.deleted || e.deleted) && w.rv.Compare(e.rv) > 0 {
+			e = w.entry
+		}
+		w.entry, w.at = e, now
+		kl.order.MoveToBack(el)
+	}
+	l.trimLocked(gk, kl, now)
+}
+
+// trimLocked drops reached entries from the front and enforces the
+// bounds. l.mu is held.
+func (l *writeLog) trimLocked(gk schema.GroupKind, kl *kindLog, now time.Time) {
+	for checked := 0; ; {
+		front := kl.order.Front()
+		if front == nil {
+			break
+		}
+		w := front.Value.(*loggedWrite)
+		over := kl.order.Len() > l.maxEntries || now.Sub(w.at) >= l.maxAge
+		if !over && checked >= 2 {
+			break
+		}
+		checked++
+		reached := l.settled(gk, w.entry)
+		if !over && !reached {
+			break
+		}
+		kl.order.Remove(front)
+		delete(kl.byKey, w.key)
+		if !reached && !w.deleted && w.rv.Compare(kl.floor) > 0 {
+			kl.floor = w.rv
 		}
 	}
-	l.mu.Unlock()
-	if check != nil {
-		l.remove(gk, prune(check))
+	if !kl.floor.IsZero() && l.settled(gk, entry{key: floorKey, rv: kl.floor, barrier: true}) {
+		kl.floor = freshness.RV{}
 	}
+	if kl.order.Len() == 0 && kl.floor.IsZero() {
+		delete(l.gks, gk)
+	}
+}
+
+// size returns how many entries a group-kind holds, the floor included.
+func (l *writeLog) size(gk schema.GroupKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.gks[gk]
+	if kl == nil {
+		return 0
+	}
+	n := kl.order.Len()
+	if !kl.floor.IsZero() {
+		n++
+	}
+	return n
 }
 
 // pending returns the entries a read of key (nil: a List of namespace ns,
@@ -214,24 +332,24 @@ func (l *writeLog) add(gk schema.GroupKind, e entry, prune func([]entry) []entry
 func (l *writeLog) pending(gk schema.GroupKind, ns string, key *types.NamespacedName) []entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := l.gks[gk]
-	if len(m) == 0 {
+	kl := l.gks[gk]
+	if kl == nil {
 		return nil
 	}
 	var out []entry
+	if !kl.floor.IsZero() {
+		out = append(out, entry{key: floorKey, rv: kl.floor, barrier: true})
+	}
 	if key != nil {
-		if e, ok := m[*key]; ok {
-			out = append(out, e)
-		}
-		for _, bns := range []string{"", key.Namespace} {
-			if e, ok := m[types.NamespacedName{Namespace: bns}]; ok {
-				out = append(out, e)
+		for _, k := range []types.NamespacedName{*key, {Namespace: key.Namespace}} {
+			if el := kl.byKey[k]; el != nil {
+				out = append(out, el.Value.(*loggedWrite).entry)
 			}
 		}
 		return out
 	}
-	for _, e := range m {
-		if ns == "" || e.key.Namespace == ns || (e.barrier && e.key.Namespace == "") {
+	for el := kl.order.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*loggedWrite).entry; ns == "" || e.key.Namespace == ns {
 			out = append(out, e)
 		}
 	}
@@ -242,13 +360,27 @@ func (l *writeLog) pending(gk schema.GroupKind, ns string, key *types.Namespaced
 func (l *writeLog) remove(gk schema.GroupKind, done []entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := l.gks[gk]
+	kl := l.gks[gk]
+	if kl == nil {
+		return
+	}
 	for _, d := range done {
-		if cur, ok := m[d.key]; ok && cur.rv == d.rv && cur.deleted == d.deleted && cur.uid == d.uid {
-			delete(m, d.key)
+		if d.key == floorKey {
+			if kl.floor.Compare(d.rv) == 0 {
+				kl.floor = freshness.RV{}
+			}
+			continue
+		}
+		el := kl.byKey[d.key]
+		if el == nil {
+			continue
+		}
+		if cur := el.Value.(*loggedWrite); cur.rv == d.rv && cur.deleted == d.deleted && cur.uid == d.uid {
+			kl.order.Remove(el)
+			delete(kl.byKey, d.key)
 		}
 	}
-	if len(m) == 0 {
+	if kl.order.Len() == 0 && kl.floor.IsZero() {
 		delete(l.gks, gk)
 	}
 }
@@ -361,7 +493,9 @@ func (c *freshClient) exampleOf(list client.ObjectList, gvk schema.GroupVersionK
 func (c *freshClient) await(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object, ns string, key *types.NamespacedName, ro readOptions) error {
 	gk := gvk.GroupKind()
 	entries := c.log.pending(gk, ns, key)
-	if len(entries) == 0 {
+	if len(entries) == 0 || !c.cache.started() {
+		// Before Start no informer runs: the read reports
+		// ErrCacheNotStarted itself.
 		return nil
 	}
 	rep := representationOf(obj)
@@ -403,7 +537,7 @@ func (c *freshClient) await(ctx context.Context, gvk schema.GroupVersionKind, ob
 // shows. A write counts for an informer whose scope admits the written
 // object or which holds its key (a write can move an object out of a
 // selector: the informer sees that as a delete at the write's version).
-func needs(inf *ScopedInformer, entries []entry) (freshness.RV, []entry) {
+func needs(inf *informerEntry, entries []entry) (freshness.RV, []entry) {
 	var target freshness.RV
 	var deletes []entry
 	for _, e := range entries {
@@ -415,7 +549,9 @@ func needs(inf *ScopedInformer, entries []entry) (freshness.RV, []entry) {
 		}
 		held := cached(inf, e.key)
 		if e.deleted {
-			if held != nil && (e.uid == "" || held.GetUID() == e.uid) && held.GetDeletionTimestamp() == nil {
+			// A foreign informer cannot be probed for the server's resource
+			// version past the delete: its deletes are not waited for.
+			if inf.Informer != nil && held != nil && (e.uid == "" || held.GetUID() == e.uid) && held.GetDeletionTimestamp() == nil {
 				deletes = append(deletes, e)
 			}
 			continue
@@ -429,33 +565,36 @@ func needs(inf *ScopedInformer, entries []entry) (freshness.RV, []entry) {
 
 // settled returns the entries no informer of gk is behind any more.
 func (c *freshClient) settled(gk schema.GroupKind, entries []entry) []entry {
-	infs := c.cache.reg.all(gk)
 	var done []entry
 	for _, e := range entries {
-		ok := true
-		for _, inf := range infs {
-			if !inf.Scope.covers(e.key.Namespace) {
-				continue
-			}
-			target, deletes := needs(inf, []entry{e})
-			if len(deletes) > 0 || (!target.IsZero() && !reached(inf, target)) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if c.settledOne(gk, e) {
 			done = append(done, e)
 		}
 	}
 	return done
 }
 
-func cached(inf *ScopedInformer, key types.NamespacedName) metav1.Object {
+// settledOne reports whether no informer of gk is behind e. It is the
+// write log's check, run on the writing or reading goroutine.
+func (c *freshClient) settledOne(gk schema.GroupKind, e entry) bool {
+	for _, inf := range c.cache.reg.all(gk) {
+		if !inf.Scope.covers(e.key.Namespace) {
+			continue
+		}
+		target, deletes := needs(inf, []entry{e})
+		if len(deletes) > 0 || (!target.IsZero() && !reached(inf, target)) {
+			return false
+		}
+	}
+	return true
+}
+
+func cached(inf *informerEntry, key types.NamespacedName) metav1.Object {
 	k := key.Name
 	if key.Namespace != "" {
 		k = key.Namespace + "/" + k
 	}
-	obj, ok, _ := inf.Informer.GetIndexer().GetByKey(k)
+	obj, ok, _ := inf.indexer().GetByKey(k)
 	if !ok {
 		return nil
 	}
@@ -466,37 +605,45 @@ func cached(inf *ScopedInformer, key types.NamespacedName) metav1.Object {
 	return m
 }
 
-func reached(inf *ScopedInformer, target freshness.RV) bool {
-	cur, err := freshness.ParseRV(inf.Informer.LastObservedResourceVersion())
+// reached reports whether inf has applied target; an informer that cannot
+// say (a foreign one not wrapped) counts as there: nothing can be waited
+// for on it.
+func reached(inf *informerEntry, target freshness.RV) bool {
+	f := inf.freshness()
+	if f == nil {
+		return true
+	}
+	cur, err := freshness.ParseRV(f.LastObservedResourceVersion())
 	return err == nil && cur.AtLeast(target)
 }
 
-func (c *freshClient) waitRV(ctx context.Context, inf *ScopedInformer, target freshness.RV, key *types.NamespacedName, ro readOptions) error {
+func (c *freshClient) waitRV(ctx context.Context, inf *informerEntry, target freshness.RV, key *types.NamespacedName, ro readOptions) error {
 	if reached(inf, target) {
 		return nil
 	}
-	e := &NotFreshError{Resource: inf.Resource, Informer: inf.Informer.Name(), Target: target.String(), informer: inf.Informer}
+	f := inf.freshness()
+	e := &NotFreshError{Resource: inf.Resource, Informer: inf.name, Target: target.String(), informer: inf.Informer}
 	if key != nil {
 		e.Key = *key
 	}
 	if ro.failFast {
-		e.Reached = inf.Informer.LastObservedResourceVersion()
+		e.Reached = f.LastObservedResourceVersion()
 		return e
 	}
 	start := time.Now()
-	err := inf.Informer.WaitForFreshness(ctx, target.String())
+	err := f.WaitForFreshness(ctx, target.String())
 	if err == nil {
 		return nil
 	}
-	e.Waited, e.Err, e.Reached = time.Since(start), err, inf.Informer.LastObservedResourceVersion()
+	e.Waited, e.Err, e.Reached = time.Since(start), err, f.LastObservedResourceVersion()
 	return e
 }
 
 // waitDeleted waits until inf no longer shows d live. The delete event has
 // usually arrived already; otherwise the server's current resource
 // version, which is past the delete, is the target (one limit=1 list).
-func (c *freshClient) waitDeleted(ctx context.Context, inf *ScopedInformer, d entry, ro readOptions) error {
-	e := &NotFreshError{Resource: inf.Resource, Informer: inf.Informer.Name(), Key: d.key, Deleted: true, informer: inf.Informer}
+func (c *freshClient) waitDeleted(ctx context.Context, inf *informerEntry, d entry, ro readOptions) error {
+	e := &NotFreshError{Resource: inf.Resource, Informer: inf.name, Key: d.key, Deleted: true, informer: inf.Informer}
 	if ro.failFast {
 		e.Reached = inf.Informer.LastObservedResourceVersion()
 		return e
@@ -533,10 +680,12 @@ func (c *freshClient) recordEntry(gk schema.GroupKind, e entry) {
 		// the write (etcd restored) be declared.
 		written := &metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name, ResourceVersion: e.rv.String()}
 		for _, inf := range c.cache.reg.all(gk) {
-			_ = inf.Informer.RecordWrittenObject(written)
+			if inf.Informer != nil {
+				_ = inf.Informer.RecordWrittenObject(written)
+			}
 		}
 	}
-	c.log.add(gk, e, func(es []entry) []entry { return c.settled(gk, es) })
+	c.log.add(gk, e)
 }
 
 // Create implements client.Writer.
@@ -643,15 +792,14 @@ func (c *freshClient) Delete(ctx context.Context, obj client.Object, opts ...cli
 	if err != nil {
 		return nil
 	}
-	c.log.add(gvk.GroupKind(), entry{key: client.ObjectKeyFromObject(obj), uid: uid, deleted: true},
-		func(es []entry) []entry { return c.settled(gvk.GroupKind(), es) })
+	c.log.add(gvk.GroupKind(), entry{key: client.ObjectKeyFromObject(obj), uid: uid, deleted: true})
 	return nil
 }
 
 // DeleteAllOf implements client.Writer. The response carries no resource
 // version, so the client asks the server for its current one afterwards
-// (one limit=1 list through an informer of the resource) and later reads
-// of the namespace wait for it.
+// (one limit=1 list through an informer of the resource, bounded by
+// Options.Timeout) and later reads of the namespace wait for it.
 func (c *freshClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	if err := c.Client.DeleteAllOf(ctx, obj, opts...); err != nil {
 		return err
@@ -662,10 +810,12 @@ func (c *freshClient) DeleteAllOf(ctx context.Context, obj client.Object, opts .
 	}
 	ns := (&client.DeleteAllOfOptions{}).ApplyOptions(opts).Namespace
 	for _, inf := range c.cache.reg.all(gvk.GroupKind()) {
-		if !inf.Scope.covers(ns) {
+		if !inf.Scope.covers(ns) || inf.Informer == nil {
 			continue
 		}
-		s, err := inf.Informer.ProbeResourceVersion(ctx)
+		pctx, cancel := context.WithTimeout(ctx, c.timeout)
+		s, err := inf.Informer.ProbeResourceVersion(pctx)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("freshctrl: DeleteAllOf succeeded, but asking the server for its resource version failed: %w", err)
 		}

@@ -32,15 +32,39 @@ type fakeLW struct {
 	rv    string // the "server's" current resource version
 	items []corev1.ConfigMap
 	w     *watch.FakeWatcher
+	block bool // lists wait for their context to end
 }
 
-func (l *fakeLW) List(metav1.ListOptions) (runtime.Object, error) {
+func (l *fakeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *fakeLW) ListWithContext(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+	l.mu.Lock()
+	block := l.block
+	l.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: l.rv}, Items: append([]corev1.ConfigMap(nil), l.items...)}, nil
 }
 
 func (l *fakeLW) Watch(metav1.ListOptions) (watch.Interface, error) { return l.w, nil }
+
+func (l *fakeLW) WatchWithContext(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return l.w, nil
+}
+
+// blockLists makes later lists (probes of the server's resource version)
+// hang until their context ends, as an unresponsive server would.
+func (l *fakeLW) blockLists() {
+	l.mu.Lock()
+	l.block = true
+	l.mu.Unlock()
+}
 
 // IsWatchListSemanticsUnSupported has client-go's Reflector list, then watch.
 func (l *fakeLW) IsWatchListSemanticsUnSupported() bool { return true }
@@ -85,9 +109,9 @@ func waitCtx(t *testing.T) context.Context {
 // client holding objs, over the given informers.
 func newTestClient(t *testing.T, timeout time.Duration, infs []*testInformer, objs ...client.Object) *freshClient {
 	t.Helper()
-	reg := &registry{timeout: timeout}
+	reg := &registry{timeout: timeout, ctx: context.Background()} // as if started
 	for _, i := range infs {
-		reg.informers = append(reg.informers, i.si)
+		reg.informers = append(reg.informers, &informerEntry{ScopedInformer: *i.si, name: i.si.Informer.Name()})
 	}
 	c, err := newFreshClient(fake.NewClientBuilder().WithObjects(objs...).Build(), &Cache{reg: reg, failOnMissing: true}, client.CacheOptions{}, 0)
 	if err != nil {

@@ -64,4 +64,41 @@
 //
 // A write that has not returned when a read starts is concurrent with it
 // and is not waited for (controller-runtime's option waits for it).
+//
+// # Drop-in details
+//
+// The cache answers NeedLeaderElection() == false, as controller-runtime's
+// does, so a cache added with mgr.Add runs on standby replicas too.
+// cache.Options.NewInformer is honoured (see NewCache for what an informer
+// that is not a FreshInformer gives up). NewClient takes any cache reader;
+// read-your-writes needs NewCache's. Before the cache starts, reads fail
+// with controller-runtime's ErrCacheNotStarted, as they would without
+// freshctrl, and RemoveInformer forgets the informer here too.
+//
+// # Callbacks and goroutines
+//
+// Every function freshctrl runs on someone else's goroutine, and what it
+// may do there:
+//
+//   - The informer hook it gives controller-runtime (and through it a
+//     cache.Options.NewInformer hook of yours) runs on the goroutine that
+//     first asks for an informer (GetInformer, a read, IndexField), under
+//     controller-runtime's informer map lock: it must not call back into
+//     the cache. freshctrl's part sends one list request that its own
+//     transport records and stops inside the process.
+//   - That transport's RoundTrip runs on whatever goroutine sends the
+//     request (the informers' reflectors, probes); it only looks at the
+//     request's context.
+//   - The write log's pruning check runs on the goroutine that writes
+//     through the client, under the log's lock; it reads informer
+//     indexers and resource versions only.
+//   - A Requeuer's freshness callback runs on the informer goroutine that
+//     applies the event or bookmark (or answers its probe), or at once on
+//     WhenFresh's goroutine; its MaxPark timer on a timer goroutine; both
+//     only take the Requeuer's lock and add to the controller's queue. Its
+//     Start leaves one goroutine that waits for Start's context to end.
+//   - A foreign informer wrapped with cache.Wrap gets one event handler,
+//     run by that informer's handler goroutine, which records resource
+//     versions only, and one goroutine that ends with the cache's context
+//     or RemoveInformer.
 package freshctrl

@@ -84,7 +84,8 @@ type probeKey struct{}
 var errProbed = errors.New("freshctrl: scope probe (never sent)")
 
 // probeTransport records, and never sends, requests that carry a
-// scopeProbe; every other request goes to next unchanged.
+// scopeProbe; every other request goes to next unchanged. RoundTrip runs
+// on the sending goroutine and only reads the request's context.
 type probeTransport struct{ next http.RoundTripper }
 
 func (t *probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -58,3 +58,23 @@ func TestDeleteAllOfWaitsForTheServersVersion(t *testing.T) {
 		t.Fatalf("List in a after the bookmark: %v", err)
 	}
 }
+
+// TestDeleteAllOfProbeIsBounded: the server's resource version after a
+// DeleteAllOf is asked for within the client's timeout, even when the
+// caller's context has no deadline.
+func TestDeleteAllOfProbeIsBounded(t *testing.T) {
+	nsA := startInformer(t, Scope{Namespace: "a"}, "900")
+	c := newTestClient(t, 100*time.Millisecond, []*testInformer{nsA}, cm("a", "x", "", nil))
+	nsA.lw.blockLists()
+	done := background(func() error {
+		return c.DeleteAllOf(context.Background(), &corev1.ConfigMap{}, client.InNamespace("a"))
+	})
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the probe's deadline", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("DeleteAllOf still asking an unresponsive server")
+	}
+}
