@@ -584,7 +584,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	listed := make(map[string]struct{}, len(info.Objects))
 	var back listRegression
 	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
-	checkWrites := len(f.written) > 0 && listErr == nil
+	checkWrites := f.written.len() > 0 && listErr == nil
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -744,7 +744,7 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		f.advanceAfterDeclare = rv
 	}
 	if rv.Compare(prev) < 0 || f.restoring || back.keys > 0 || back.lostWrites > 0 {
-		clear(f.written) // the history was rewritten: old writes say nothing of it
+		f.written.reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.pruneReached(rv)
 	}

@@ -22,8 +22,21 @@ const maxWrittenKeys = 4096
 // disconnected), so without this the relist would look fresh for the
 // write's resource version while the write is gone.
 //
+// Bounded: at most maxWrittenKeys keys (a write recorded past that while
+// the informer is behind is not remembered), and entries the stream has
+// applied are pruned once the map has doubled since its last prune (so a
+// healthy informer's map stays about twice the writes in flight, at an
+// amortized O(1) per write), and at every list.
+//
 // Guarded by FreshInformer.blockDeltas.
-type writtenKeys map[string]freshness.RV
+type writtenKeys struct {
+	rvs      map[string]freshness.RV
+	pruneAt  int          // prune when rvs reaches this many keys
+	prunedAt freshness.RV // the applied resource version of the last prune
+}
+
+// minWrittenPrune is the smallest map that is pruned on a write.
+const minWrittenPrune = 64
 
 // RecordWrittenObject is RecordWrite for a write whose object the server
 // returned (create, update, patch, apply, a status or scale write, or a
@@ -52,37 +65,52 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	if f.incomparable.Load() || rv.Compare(f.applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}
-	if len(f.written) >= maxWrittenKeys {
-		f.written.pruneReached(f.applied)
-		if len(f.written) >= maxWrittenKeys {
-			return nil // the informer is far behind: keep what is recorded
-		}
-	}
-	if f.written == nil {
-		f.written = make(writtenKeys)
-	}
-	if rv.Compare(f.written[key]) > 0 {
-		f.written[key] = rv
-	}
+	f.written.add(key, rv, f.applied)
 	return nil
 }
+
+// add remembers that key was written at rv, the cache being at applied.
+func (w *writtenKeys) add(key string, rv, applied freshness.RV) {
+	// A prune removes nothing unless the cache moved since the last one:
+	// an informer that is stuck does not pay for a scan per write.
+	if len(w.rvs) >= max(w.pruneAt, minWrittenPrune) && applied != w.prunedAt {
+		w.pruneReached(applied)
+	}
+	if len(w.rvs) >= maxWrittenKeys {
+		return // the informer is far behind: keep what is recorded
+	}
+	if w.rvs == nil {
+		w.rvs = make(map[string]freshness.RV)
+	}
+	if rv.Compare(w.rvs[key]) > 0 {
+		w.rvs[key] = rv
+	}
+}
+
+// len returns how many keys are remembered.
+func (w *writtenKeys) len() int { return len(w.rvs) }
+
+// reset forgets every write.
+func (w *writtenKeys) reset() { clear(w.rvs) }
 
 // pruneReached forgets the writes at or below applied: the stream
 // delivered them (or a list already checked them), and a list that moves
 // a cached key back is detected from the cache itself.
-func (w writtenKeys) pruneReached(applied freshness.RV) {
-	for key, rv := range w {
+func (w *writtenKeys) pruneReached(applied freshness.RV) {
+	for key, rv := range w.rvs {
 		if rv.Compare(applied) <= 0 {
-			delete(w, key)
+			delete(w.rvs, key)
 		}
 	}
+	w.prunedAt = applied
+	w.pruneAt = min(2*len(w.rvs), maxWrittenKeys)
 }
 
 // lost reports whether a listed state (its resource version s) of key, in
 // a list at listRV, is older than a recorded write of key that the list
 // covers.
-func (w writtenKeys) lost(key, s string, listRV freshness.RV) bool {
-	written, ok := w[key]
+func (w *writtenKeys) lost(key, s string, listRV freshness.RV) bool {
+	written, ok := w.rvs[key]
 	if !ok || written.Compare(listRV) > 0 {
 		return false
 	}

@@ -3,7 +3,9 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -171,5 +174,31 @@ func TestReadYourWritesRecordsKeysForLostWrites(t *testing.T) {
 	w.Error(goneError())
 	if r := regs.next(t); r.Reason != reflector.RegressionWritesLost || r.WritesLost != 1 {
 		t.Fatalf("regression %+v", r)
+	}
+}
+
+// The recorded-write keys of a healthy informer are pruned as the stream
+// applies them: with many distinct keys written over time, the map stays
+// about twice the writes in flight, far below its cap.
+func TestWrittenKeysStayBoundedOnAHealthyStream(t *testing.T) {
+	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	const inFlight, rounds = 500, 20
+	rv := 10
+	peak := 0
+	for range rounds {
+		for range inFlight {
+			rv++
+			if err := inf.RecordWrittenObject(cm(fmt.Sprintf("k%d", rv), strconv.Itoa(rv))); err != nil {
+				t.Fatal(err)
+			}
+			inf.blockDeltas.Lock()
+			peak = max(peak, inf.written.len())
+			inf.blockDeltas.Unlock()
+		}
+		w.Action(watch.Bookmark, bookmark(strconv.Itoa(rv)))
+		waitFresh(t, inf, strconv.Itoa(rv))
+	}
+	if peak > 2*inFlight+minWrittenPrune {
+		t.Fatalf("%d distinct keys written, %d in flight at most: the map peaked at %d keys", rounds*inFlight, inFlight, peak)
 	}
 }
