@@ -51,7 +51,8 @@ type FreshInformer struct {
 	quiet       quietProbe      // bounded freshness on quiet resources (quiet.go)
 
 	newestMu    sync.Mutex
-	newestWrite freshness.RV // the newest RecordWrite
+	newestWrite freshness.RV    // the newest RecordWrite
+	visible     writeVisibility // write-to-visible samples, with metrics (metrics.go)
 
 	// blockDeltas serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.

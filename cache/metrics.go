@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -45,13 +47,18 @@ type MetricsProvider interface {
 // InformerMetrics receives one informer's measurements that happen at a
 // moment. Everything else (resource versions, counters, pending waiters) a
 // provider reads from the informer when it is scraped, so the per-event
-// path pays nothing for metrics.
+// path pays nothing for metrics. Its methods are called from any
+// goroutine, sometimes under a lock of the informer's: they must be quick
+// and must not call back into the informer.
 type InformerMetrics interface {
 	// ObserveWait records a WaitForFreshness call; waited is 0 when the
 	// cache was already fresh.
 	ObserveWait(outcome WaitOutcome, waited time.Duration)
 	// ObserveWriteVisible records how long after RecordWrite the cache
-	// reached the write's resource version (0 if it already had).
+	// reached the write's resource version (0 if it already had). The
+	// informer times a bounded number of writes the cache has not reached
+	// (the most recent ones), so when it falls far behind, some writes
+	// are never observed.
 	ObserveWriteVisible(latency time.Duration)
 	// Stopped is called once the informer has stopped.
 	Stopped()
@@ -83,7 +90,8 @@ func (f *FreshInformer) waitObserved(ctx context.Context, rv string) error {
 // RecordWrite tells the informer that a write returned resource version rv
 // just now. It makes rv the newest resource version known from the server
 // (for the lag metric) if it is, and with metrics on, records how long the
-// cache takes to reach it. A write below the cache's resource version that
+// cache takes to reach it (timing at most the 256 most recent writes the
+// cache has not reached, with one tracker callback). A write below the cache's resource version that
 // the stream never delivered starts a consistent limit=1 probe (one at a
 // time; WaitForFreshness callers wait for its answer) that detects a server
 // restored to an older revision. It returns an error
@@ -101,15 +109,110 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
 	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
-		start := time.Now()
-		f.tracker.AfterFunc(parsed, func(err error) {
-			if err == nil {
-				f.metrics.ObserveWriteVisible(time.Since(start))
-			}
-		})
+		f.visibility().record(f, parsed, time.Now())
 	}
 	return nil
 }
+
+// maxPendingWriteSamples bounds the recorded writes an informer times
+// until its cache reaches them (writeVisibility).
+const maxPendingWriteSamples = 256
+
+// writeVisibility times recorded writes until the cache reaches them, for
+// the write-to-visible metric. Its memory is bounded however many writes
+// the cache never reaches (an informer never started, or stuck): it keeps
+// at most maxPendingWriteSamples writes, one per resource version (the
+// first recording's time), and drops the lowest resource version (the
+// write waiting longest) when full, so the samples it loses are those of a
+// cache already far behind, which the lag and progress metrics show. It
+// has at most one callback registered on the tracker at a time, at the
+// lowest pending resource version when registered; when it runs, every
+// pending write the cache has reached is observed and the next callback
+// goes to the lowest one left. A write recorded below the registered one
+// (recorded after a higher one that raced it) is observed when the
+// registered one is reached: a little late, never early. Writes pending
+// when the tracker stops or becomes incomparable are dropped, unobserved.
+type writeVisibility struct {
+	mu      sync.Mutex
+	pending []writeSample // ascending resource versions
+	armed   bool          // a tracker callback is registered
+}
+
+type writeSample struct {
+	rv freshness.RV
+	at time.Time
+}
+
+// record starts timing a write of resource version rv recorded at start;
+// it is observed at once if the cache has reached it already.
+func (v *writeVisibility) record(f *FreshInformer, rv freshness.RV, start time.Time) {
+	v.mu.Lock()
+	if f.tracker.Reached(rv) {
+		v.mu.Unlock()
+		f.metrics.ObserveWriteVisible(time.Since(start))
+		return
+	}
+	i, found := slices.BinarySearchFunc(v.pending, rv, func(s writeSample, rv freshness.RV) int { return s.rv.Compare(rv) })
+	switch {
+	case found: // timed from its first recording
+	case len(v.pending) < maxPendingWriteSamples:
+		v.pending = slices.Insert(v.pending, i, writeSample{rv: rv, at: start})
+	case i > 0: // full: the lowest goes
+		copy(v.pending, v.pending[1:i])
+		v.pending[i-1] = writeSample{rv: rv, at: start}
+	}
+	v.armLocked(f)
+}
+
+// armLocked registers the tracker callback at the lowest pending write if
+// none is registered, and unlocks v.mu.
+func (v *writeVisibility) armLocked(f *FreshInformer) {
+	if v.armed || len(v.pending) == 0 {
+		v.mu.Unlock()
+		return
+	}
+	v.armed = true
+	target := v.pending[0].rv
+	v.mu.Unlock()
+	f.tracker.AfterFunc(target, func(err error) { v.reached(f, err) })
+}
+
+// reached is the tracker callback. It may run on any goroutine: the one
+// that moved the tracker to the target, once the informer's and the
+// tracker's locks are dropped, or RecordWrite's caller, at once, when the
+// target is reached already or the tracker has stopped or is
+// incomparable. No lock is held when it is called; it takes v.mu, reads
+// the tracker, registers the next callback and calls
+// f.metrics.ObserveWriteVisible under v.mu (a provider's method must be
+// quick and must not call back into the informer).
+func (v *writeVisibility) reached(f *FreshInformer, err error) {
+	now := time.Now()
+	v.mu.Lock()
+	v.armed = false
+	if err != nil { // stopped or incomparable: these writes are not timed
+		v.pending = v.pending[:0]
+		v.mu.Unlock()
+		return
+	}
+	n := 0
+	for n < len(v.pending) && f.tracker.Reached(v.pending[n].rv) {
+		f.metrics.ObserveWriteVisible(now.Sub(v.pending[n].at))
+		n++
+	}
+	v.pending = slices.Delete(v.pending, 0, n)
+	v.armLocked(f)
+}
+
+// pendingSamples returns how many writes v times, and whether a tracker
+// callback is registered (for tests).
+func (v *writeVisibility) pendingSamples() (int, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.pending), v.armed
+}
+
+// visibility returns f's writeVisibility.
+func (f *FreshInformer) visibility() *writeVisibility { return &f.visible }
 
 // ProbeResourceVersion asks the server for the resource's current
 // resource version: a consistent list with limit=1 through the informer's

@@ -2,9 +2,11 @@ package cache
 
 import (
 	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/freshness"
 )
@@ -22,6 +25,15 @@ import (
 // DefaultEnsureFreshTimeout bounds EnsureFresh when its context has no
 // earlier deadline.
 const DefaultEnsureFreshTimeout = 10 * time.Second
+
+// DefaultMaxOwners is how many owners a ReadYourWrites keeps records for
+// when ReadYourWritesOptions.MaxOwners is not set.
+const DefaultMaxOwners = 10_000
+
+// DefaultOwnerIdleTimeout is how long a ReadYourWrites keeps an owner's
+// records with nothing recorded or checked for it, when
+// ReadYourWritesOptions.OwnerIdleTimeout is not set.
+const DefaultOwnerIdleTimeout = time.Minute
 
 // ErrNotFresh is matched by CheckFresh's error when a cache is behind.
 var ErrNotFresh = errors.New("cache is not yet fresh for the owner's writes")
@@ -223,27 +235,113 @@ func sameType(a, b any) bool {
 // resource version per owner and informer is kept, and a recreated owner
 // (new UID) starts clean.
 //
+// Its memory is bounded, also for owners that write and are never checked
+// again (deleted from the cluster, their reconcile ended on NotFound):
+// records are kept for at most MaxOwners owners (least recently used
+// evicted first), and an owner with nothing recorded or checked for
+// OwnerIdleTimeout is evicted at the next call (see ReadYourWritesOptions).
+// Eviction never makes a check claim freshness it could not claim before:
+// the writes and deletes the caches already show are forgotten (a check
+// would find them fresh); those not shown yet are folded, per informer,
+// into one record for all owners of the evicted owner's kind (the newest
+// resource version written, and the deletes not shown), which every later
+// check of an owner of that kind waits for too, until the cache shows
+// them. So an owner reconciled again soon still reads its writes, and an
+// owner never reconciled again holds nothing once it is evicted and its
+// caches have caught up. An owner's deletes per informer are a set (O(1)
+// per delete) that drops the deletes its cache shows whenever it has
+// doubled. The folded records are bounded by the kinds of owners times the
+// informers, plus the deletes their caches do not show yet (each an object
+// still cached). A stopped informer will never show anything: what was
+// folded for it is dropped.
+//
 // A ReadYourWrites is safe for concurrent use by any number of goroutines,
 // for one owner or many: a mutex guards the records, and no lock is held
 // while waiting.
 type ReadYourWrites struct {
-	source  InformerSource
-	timeout time.Duration
-	mapper  resourceMapper
+	source    InformerSource
+	timeout   time.Duration
+	mapper    resourceMapper
+	clock     clock.PassiveClock
+	maxOwners int
+	idle      time.Duration
 
-	mu     sync.Mutex // guards owners
+	mu     sync.Mutex // guards the fields below
 	owners map[ownerKey]*ownerWrites
+	lru    *list.List // of *ownerWrites, most recently used first
+	// evicted holds, per owner kind and informer, what evicted owners of
+	// that kind still wait for.
+	evicted map[schema.GroupKind]map[*FreshInformer]*evictedWrites
 }
 
 // ownerWrites is what one owner still waits for, per informer the writes
-// were routed to.
+// were routed to. Its size is bounded by the informers written to and, per
+// informer, by deleteSet's bound.
 type ownerWrites struct {
+	key ownerKey
 	uid types.UID
 	// written is the newest resource version written through each
 	// informer's resource that the informer must reach.
 	written map[*FreshInformer]freshness.RV
 	// deleted are the deletes each informer must show.
-	deleted map[*FreshInformer][]deletedObject
+	deleted map[*FreshInformer]*deleteSet
+	used    time.Time     // the last Record, RecordDelete or check
+	elem    *list.Element // in ReadYourWrites.lru
+}
+
+// evictedWrites is what evicted owners of one kind still wait for on one
+// informer: the newest resource version they wrote that the informer had
+// not reached when they were evicted (zero once reached), and their
+// deletes it did not show.
+type evictedWrites struct {
+	written freshness.RV
+	deleted deleteSet
+}
+
+// minDeletePrune is the size from which a deleteSet prunes the deletes its
+// cache already shows.
+const minDeletePrune = 64
+
+// deleteSet is a set of recorded deletes for one informer, each held once:
+// adding, removing and finding one cost O(1). When it has doubled since it
+// was last pruned (and holds at least minDeletePrune), it drops the
+// deletes the informer's cache already shows, so it holds at most about
+// twice the deletes the cache does not show yet (objects it still holds),
+// and at least minDeletePrune.
+type deleteSet struct {
+	seq     map[deletedObject]uint64 // the order recorded, for stable checks
+	next    uint64
+	pruneAt int
+}
+
+func (s *deleteSet) add(d deletedObject, inf *FreshInformer) {
+	if _, ok := s.seq[d]; ok {
+		return
+	}
+	if s.seq == nil {
+		s.seq = map[deletedObject]uint64{}
+	}
+	s.next++
+	s.seq[d] = s.next
+	if len(s.seq) >= max(s.pruneAt, minDeletePrune) {
+		s.prune(inf)
+		s.pruneAt = 2 * len(s.seq)
+	}
+}
+
+// prune drops the deletes inf's cache shows already.
+func (s *deleteSet) prune(inf *FreshInformer) {
+	maps.DeleteFunc(s.seq, func(d deletedObject, _ uint64) bool { return !inf.holdsAlive(d) })
+}
+
+func (s *deleteSet) remove(d deletedObject) { delete(s.seq, d) }
+func (s *deleteSet) len() int               { return len(s.seq) }
+
+// list returns the deletes in the order recorded.
+func (s *deleteSet) list() []deletedObject {
+	out := slices.Collect(maps.Keys(s.seq))
+	slices.SortFunc(out, func(a, b deletedObject) int { return cmp.Compare(s.seq[a], s.seq[b]) })
+	return out
 }
 
 // deletedObject is a recorded delete. It is proven once the informer no
@@ -258,7 +356,8 @@ type deletedObject struct {
 	rv freshness.RV
 }
 
-// pendingWrites is a snapshot of an ownerWrites.
+// pendingWrites is a snapshot of what a check of an owner waits for: its
+// ownerWrites, and what evicted owners of its kind wait for.
 type pendingWrites struct {
 	written map[*FreshInformer]freshness.RV
 	deleted map[*FreshInformer][]deletedObject
@@ -273,6 +372,15 @@ type ReadYourWritesOptions struct {
 	// tell (the factories use the scheme given to them with WithScheme).
 	Scheme     *runtime.Scheme
 	RESTMapper meta.RESTMapper
+	// MaxOwners bounds the owners whose records are kept (0:
+	// DefaultMaxOwners); past it, the least recently used owner is evicted
+	// (see ReadYourWrites for what eviction keeps).
+	MaxOwners int
+	// OwnerIdleTimeout evicts an owner once nothing was recorded or
+	// checked for it for that long (0: DefaultOwnerIdleTimeout).
+	OwnerIdleTimeout time.Duration
+	// Clock measures idleness (nil: the real clock).
+	Clock clock.PassiveClock
 }
 
 // NewReadYourWrites returns a ReadYourWrites over the informers of source.
@@ -286,22 +394,121 @@ func NewReadYourWritesWithOptions(source InformerSource, opts ReadYourWritesOpti
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultEnsureFreshTimeout
 	}
+	if opts.MaxOwners <= 0 {
+		opts.MaxOwners = DefaultMaxOwners
+	}
+	if opts.OwnerIdleTimeout <= 0 {
+		opts.OwnerIdleTimeout = DefaultOwnerIdleTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &ReadYourWrites{
-		source:  source,
-		timeout: opts.Timeout,
-		mapper:  resourceMapper{scheme: opts.Scheme, mapper: opts.RESTMapper},
-		owners:  map[ownerKey]*ownerWrites{},
+		source:    source,
+		timeout:   opts.Timeout,
+		mapper:    resourceMapper{scheme: opts.Scheme, mapper: opts.RESTMapper},
+		clock:     opts.Clock,
+		maxOwners: opts.MaxOwners,
+		idle:      opts.OwnerIdleTimeout,
+		owners:    map[ownerKey]*ownerWrites{},
+		lru:       list.New(),
+		evicted:   map[schema.GroupKind]map[*FreshInformer]*evictedWrites{},
 	}
 }
 
-// record returns the owner's record, clearing a predecessor's. r.mu is held.
+// record returns the owner's record, clearing a predecessor's, and evicts
+// owners past the bounds. r.mu is held.
 func (r *ReadYourWrites) record(owner Owner) *ownerWrites {
+	now := r.clock.Now()
+	r.evictIdleLocked(now)
 	w := r.owners[owner.key()]
-	if w == nil || w.uid != owner.UID {
-		w = &ownerWrites{uid: owner.UID, written: map[*FreshInformer]freshness.RV{}, deleted: map[*FreshInformer][]deletedObject{}}
-		r.owners[owner.key()] = w
+	if w != nil && w.uid != owner.UID {
+		r.removeLocked(w) // a recreated owner does not wait for its predecessor
+		w = nil
 	}
+	if w == nil {
+		w = &ownerWrites{key: owner.key(), uid: owner.UID, written: map[*FreshInformer]freshness.RV{}, deleted: map[*FreshInformer]*deleteSet{}}
+		w.elem = r.lru.PushFront(w)
+		r.owners[w.key] = w
+		for len(r.owners) > r.maxOwners {
+			r.evictLocked(r.lru.Back().Value.(*ownerWrites))
+		}
+	}
+	w.used = now
+	r.lru.MoveToFront(w.elem)
 	return w
+}
+
+// removeLocked drops w's records. r.mu is held.
+func (r *ReadYourWrites) removeLocked(w *ownerWrites) {
+	delete(r.owners, w.key)
+	r.lru.Remove(w.elem)
+}
+
+// evictIdleLocked evicts the owners idle for r.idle. r.mu is held.
+func (r *ReadYourWrites) evictIdleLocked(now time.Time) {
+	for e := r.lru.Back(); e != nil; e = r.lru.Back() {
+		w := e.Value.(*ownerWrites)
+		if now.Sub(w.used) < r.idle {
+			return
+		}
+		r.evictLocked(w)
+	}
+}
+
+// evictLocked drops w's records. What its caches show already is
+// forgotten; the rest is folded into r.evicted for w's kind, so that no
+// later check of an owner of that kind calls the caches fresh before they
+// show it (see ReadYourWrites). r.mu is held.
+func (r *ReadYourWrites) evictLocked(w *ownerWrites) {
+	r.removeLocked(w)
+	for inf, rv := range w.written {
+		if !inf.reached(rv) && !inf.IsStopped() {
+			if e := r.evictedFor(w.key.gk, inf); rv.Compare(e.written) > 0 {
+				e.written = rv
+			}
+		}
+	}
+	for inf, set := range w.deleted {
+		if inf.IsStopped() {
+			continue
+		}
+		for d := range set.seq {
+			if inf.holdsAlive(d) {
+				r.evictedFor(w.key.gk, inf).deleted.add(d, inf)
+			}
+		}
+	}
+}
+
+// evictedFor returns what evicted owners of kind gk wait for on inf,
+// making it if needed. r.mu is held.
+func (r *ReadYourWrites) evictedFor(gk schema.GroupKind, inf *FreshInformer) *evictedWrites {
+	byInf := r.evicted[gk]
+	if byInf == nil {
+		byInf = map[*FreshInformer]*evictedWrites{}
+		r.evicted[gk] = byInf
+	}
+	e := byInf[inf]
+	if e == nil {
+		e = &evictedWrites{}
+		byInf[inf] = e
+	}
+	return e
+}
+
+// sizes returns how many owners have records, and how many informers and
+// deletes evicted owners still wait on (for tests).
+func (r *ReadYourWrites) sizes() (owners, evictedInformers, evictedDeletes int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, byInf := range r.evicted {
+		for _, e := range byInf {
+			evictedInformers++
+			evictedDeletes += e.deleted.len()
+		}
+	}
+	return len(r.owners), evictedInformers, evictedDeletes
 }
 
 // informersFor routes a write of obj, of resource gr, to the informers
@@ -414,9 +621,12 @@ func (r *ReadYourWrites) RecordDelete(owner Owner, gr schema.GroupResource, obj 
 	defer r.mu.Unlock()
 	w := r.record(owner)
 	for _, inf := range infs {
-		if !slices.Contains(w.deleted[inf], d) {
-			w.deleted[inf] = append(w.deleted[inf], d)
+		set := w.deleted[inf]
+		if set == nil {
+			set = &deleteSet{}
+			w.deleted[inf] = set
 		}
+		set.add(d, inf)
 	}
 	return nil
 }
@@ -440,37 +650,102 @@ func (r *ReadYourWrites) Deleted(owner Owner, obj metav1.Object, err error) erro
 	return r.RecordDelete(owner, gr, obj)
 }
 
+// NewestKnownResourceVersion returns the newest resource version the
+// informers of gr have had from the server (a list, an event, a
+// bookmark), or "" if none has yet. The writes transport (package writes)
+// records no write whose resource version is implausibly far ahead of it.
+func (r *ReadYourWrites) NewestKnownResourceVersion(gr schema.GroupResource) string {
+	var newest freshness.RV
+	raise := func(s string) {
+		if rv, err := freshness.ParseRV(s); err == nil && rv.Compare(newest) > 0 {
+			newest = rv
+		}
+	}
+	for _, inf := range r.source.FreshInformersForResource(gr) {
+		raise(inf.LastSyncResourceVersion())
+		raise(inf.LastObservedResourceVersion())
+	}
+	return newest.String()
+}
+
 // Forget drops what was recorded for owner, whatever its UID (call it when
-// the owner is deleted).
+// the owner is deleted). What evicted owners of its kind wait for stays.
 func (r *ReadYourWrites) Forget(owner Owner) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.owners, owner.key())
+	if w := r.owners[owner.key()]; w != nil {
+		r.removeLocked(w)
+	}
 }
 
-// pending returns a copy of what owner still waits for.
+// pending returns a copy of what owner still waits for: its own records
+// and what evicted owners of its kind wait for.
 func (r *ReadYourWrites) pending(owner Owner) pendingWrites {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.owners[owner.key()]
-	if w == nil {
-		return pendingWrites{}
+	now := r.clock.Now()
+	r.evictIdleLocked(now)
+	var p pendingWrites
+	if w := r.owners[owner.key()]; w != nil {
+		if w.uid != owner.UID { // a recreated owner does not wait for its predecessor
+			r.removeLocked(w)
+		} else {
+			w.used = now
+			r.lru.MoveToFront(w.elem)
+			p.written = maps.Clone(w.written)
+			p.deleted = make(map[*FreshInformer][]deletedObject, len(w.deleted))
+			for inf, set := range w.deleted {
+				p.deleted[inf] = set.list()
+			}
+		}
 	}
-	if w.uid != owner.UID { // a recreated owner does not wait for its predecessor
-		delete(r.owners, owner.key())
-		return pendingWrites{}
-	}
-	p := pendingWrites{
-		written: make(map[*FreshInformer]freshness.RV, len(w.written)),
-		deleted: make(map[*FreshInformer][]deletedObject, len(w.deleted)),
-	}
-	for inf, rv := range w.written {
-		p.written[inf] = rv
-	}
-	for inf, d := range w.deleted {
-		p.deleted[inf] = slices.Clone(d)
-	}
+	r.addEvictedLocked(owner.GroupKind, &p)
 	return p
+}
+
+// addEvictedLocked adds to p what evicted owners of kind gk wait for,
+// forgetting what the caches show already. r.mu is held.
+func (r *ReadYourWrites) addEvictedLocked(gk schema.GroupKind, p *pendingWrites) {
+	byInf := r.evicted[gk]
+	for inf, e := range byInf {
+		if inf.IsStopped() {
+			delete(byInf, inf)
+			continue
+		}
+		if !e.written.IsZero() && inf.reached(e.written) {
+			e.written = freshness.RV{}
+		}
+		e.deleted.prune(inf)
+		if e.written.IsZero() && e.deleted.len() == 0 {
+			delete(byInf, inf)
+			continue
+		}
+		if !e.written.IsZero() {
+			if p.written == nil {
+				p.written = map[*FreshInformer]freshness.RV{}
+			}
+			if e.written.Compare(p.written[inf]) > 0 {
+				p.written[inf] = e.written
+			}
+		}
+		if e.deleted.len() > 0 {
+			if p.deleted == nil {
+				p.deleted = map[*FreshInformer][]deletedObject{}
+			}
+			own := make(map[deletedObject]bool, len(p.deleted[inf]))
+			for _, d := range p.deleted[inf] {
+				own[d] = true
+			}
+			for _, d := range e.deleted.list() {
+				if !own[d] {
+					p.deleted[inf] = append(p.deleted[inf], d)
+				}
+			}
+		}
+	}
+	if len(byInf) == 0 {
+		delete(r.evicted, gk)
+	}
 }
 
 // informers returns the informers p waits on, in a stable order.
@@ -490,32 +765,50 @@ func (p pendingWrites) informers() []*FreshInformer {
 	return out
 }
 
-// settled forgets what EnsureFresh or CheckFresh found fresh: each write
-// unless a newer one came in meanwhile, and the deletes it checked (by
-// value: those recorded meanwhile stay, and concurrent checks of one owner
-// settle in any order).
+// settled forgets what EnsureFresh or CheckFresh found fresh, in the
+// owner's records and in what evicted owners of its kind wait for: each
+// write at or below the resource version found (a newer one that came in
+// meanwhile stays), and the deletes it checked (by value: those recorded
+// meanwhile stay, and concurrent checks of one owner settle in any order).
+// It takes r.mu and calls nothing of the informers, so it may run on any
+// goroutine (WhenFresh's callbacks).
 func (r *ReadYourWrites) settled(owner Owner, p pendingWrites) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.owners[owner.key()]
-	if w == nil || w.uid != owner.UID {
-		return
-	}
-	for inf, rv := range p.written {
-		if w.written[inf] == rv {
-			delete(w.written, inf)
+	if w := r.owners[owner.key()]; w != nil && w.uid == owner.UID {
+		for inf, rv := range p.written {
+			if cur, ok := w.written[inf]; ok && cur.Compare(rv) <= 0 {
+				delete(w.written, inf)
+			}
+		}
+		for inf, checked := range p.deleted {
+			if set := w.deleted[inf]; set != nil {
+				for _, d := range checked {
+					set.remove(d)
+				}
+				if set.len() == 0 {
+					delete(w.deleted, inf)
+				}
+			}
+		}
+		if len(w.written) == 0 && len(w.deleted) == 0 {
+			r.removeLocked(w)
 		}
 	}
-	for inf, checked := range p.deleted {
-		rest := slices.DeleteFunc(w.deleted[inf], func(d deletedObject) bool { return slices.Contains(checked, d) })
-		if len(rest) == 0 {
-			delete(w.deleted, inf)
-		} else {
-			w.deleted[inf] = rest
+	byInf := r.evicted[owner.GroupKind]
+	for inf, e := range byInf {
+		if rv, ok := p.written[inf]; ok && e.written.Compare(rv) <= 0 {
+			e.written = freshness.RV{}
+		}
+		for _, d := range p.deleted[inf] {
+			e.deleted.remove(d)
+		}
+		if e.written.IsZero() && e.deleted.len() == 0 {
+			delete(byInf, inf)
 		}
 	}
-	if len(w.written) == 0 && len(w.deleted) == 0 {
-		delete(r.owners, owner.key())
+	if byInf != nil && len(byInf) == 0 {
+		delete(r.evicted, owner.GroupKind)
 	}
 }
 

@@ -14,10 +14,14 @@ import (
 // started.
 //
 // Nothing polls and nothing is started per call: f is registered on the
-// informers' trackers and runs on the goroutine that applies the event or
-// bookmark that makes the cache fresh (so it must be quick and must not
-// block: signal a channel, add to a workqueue), or at once on the caller's
-// goroutine when owner has nothing pending. f runs at most once.
+// informers' trackers and runs on whichever goroutine makes the last cache
+// fresh (the one that applies the event or bookmark, or answers a probe,
+// once it has dropped the informer's locks), or at once on the caller's
+// goroutine when owner has nothing pending or an informer cannot catch up.
+// It must be quick and must not block (signal a channel, add to a
+// workqueue); no lock of the ReadYourWrites or the informers is held when
+// it runs, so it may call them (Record, CheckFresh, WhenFresh). f runs at
+// most once.
 //
 // stop calls f off: it reports true if f will not run, false if f has run
 // or is running. It removes every registration, so a caller that gives up
@@ -52,11 +56,14 @@ func (r *ReadYourWrites) WhenFresh(owner Owner, f func(error)) (stop func() bool
 	return n.stop
 }
 
-// freshNotice joins the conditions of one WhenFresh call.
+// freshNotice joins the conditions of one WhenFresh call. Its methods run
+// on the caller's goroutine and on the tracker callbacks' (any goroutine);
+// n.mu orders them, and none of them holds it while calling out (stop
+// functions, settle, f).
 type freshNotice struct {
 	mu        sync.Mutex
 	f         func(error)
-	settle    func() // forgets what was found fresh
+	settle    func() // forgets what was found fresh: takes the ReadYourWrites' lock only
 	remaining int
 	finished  bool
 	stops     []func() bool
@@ -134,6 +141,9 @@ func (n *freshNotice) stop() bool {
 // whenGone settles slot of n once the cache shows the delete d (see
 // waitDeleted): at the delete's resource version if the cache is behind
 // it, then after each next step of the informer while the object is held.
+// Its check runs first on the caller's goroutine, then as a tracker
+// callback (any goroutine, no lock held); it reads the informer's indexer
+// and tracker, registers the next callback, and settles n.
 func (f *FreshInformer) whenGone(d deletedObject, owner Owner, n *freshNotice, slot int) {
 	var check func(error)
 	check = func(err error) {

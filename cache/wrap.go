@@ -3,9 +3,13 @@ package cache
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
 )
@@ -35,13 +39,46 @@ import (
 //     informer applies what it receives. (If you build that informer
 //     yourself, wrap its ListerWatcher with reflector.Guard for the latter,
 //     or use NewSharedIndexInformer.)
-//   - Malformed resource versions fail WaitForFreshness with
-//     freshness.ErrIncomparable; waiters are released with
-//     freshness.ErrStopped when the context given to Wrap ends.
+//   - Resource versions that cannot be ordered, as the FreshInformer
+//     treats them: a single object with a malformed resource version is
+//     skipped (counted in IncomparableObjects, logged at V(4)) and freshness
+//     goes on from the others. Only a store whose own resource version (a
+//     list's or a bookmark's) cannot be ordered makes WaitForFreshness fail
+//     at once with freshness.ErrIncomparable, until the store reaches a
+//     comparable resource version again (a comparable relist, event or
+//     bookmark); so do objects without any resource version (client-go's
+//     fake clientsets stamp none), as the FreshInformer's plain mode does.
+//     Wrap tells a single object's malformed resource version from a
+//     list's by the objects its handler was given: a malformed store
+//     resource version that is one of theirs (of the last 16) is a single
+//     object's. The handler hears of an object just after the store
+//     applied it, so a wait that reads the store in between fails with
+//     ErrIncomparable; waits succeed again as soon as the handler has seen
+//     the object.
+//   - Waiters are released with freshness.ErrStopped when the context given
+//     to Wrap ends.
 type WrappedInformer struct {
 	toolscache.SharedIndexInformer
 	tracker freshness.Tracker
+	logger  klog.Logger
+
+	incomparableObjects atomic.Uint64
+
+	// mu orders the decisions below with the tracker steps they make.
+	mu sync.Mutex
+	// malformed are the last malformed resource versions of objects the
+	// handler was given, newest last (at most maxMalformedRVs).
+	malformed []string
+	// incomparable is set while the tracker is; cause is the store
+	// resource version that made it so ("" for an object without any:
+	// client-go's fake clientsets stamp none).
+	incomparable bool
+	cause        string
 }
+
+// maxMalformedRVs bounds the malformed object resource versions Wrap
+// remembers to recognise in the store's resource version.
+const maxMalformedRVs = 16
 
 // ErrAtomicFIFODisabled is matched (with errors.Is) by Wrap's error when
 // client-go's AtomicFIFO feature gate is off: the wrapped informer then
@@ -57,7 +94,7 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
 		return nil, ErrAtomicFIFODisabled
 	}
-	w := &WrappedInformer{SharedIndexInformer: informer}
+	w := &WrappedInformer{SharedIndexInformer: informer, logger: klog.FromContext(ctx)}
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.observe(obj) },
 		UpdateFunc: func(_, obj any) { w.observe(obj) },
@@ -78,14 +115,42 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 	return w, nil
 }
 
+// observe takes in the resource version of an object the wrapped informer
+// has just stored. It runs on Wrap's handler goroutine (client-go's
+// listener for that handler, one event at a time) and takes w.mu; it
+// calls only the tracker and the store.
 func (w *WrappedInformer) observe(obj any) {
-	rv, err := freshness.ParseRV(resourceVersion(obj))
+	s := resourceVersion(obj)
+	rv, err := freshness.ParseRV(s)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
-		w.tracker.SetIncomparable(err)
-		return
+		w.incomparableObjects.Add(1)
+		if logger := w.logger.V(4); logger.Enabled() {
+			logger.Info("Skipped an object whose resource version cannot be ordered", "object", klog.KObj(asMeta(obj)), "resourceVersion", s)
+		}
+		if !slices.Contains(w.malformed, s) {
+			if len(w.malformed) == maxMalformedRVs {
+				w.malformed = slices.Delete(w.malformed, 0, 1)
+			}
+			w.malformed = append(w.malformed, s)
+		}
+		switch {
+		case s == "":
+			w.setIncomparable(s, err) // not from an API server: nothing is fresh
+		case w.incomparable && w.cause == s: // a wait read the store before we heard of this object
+			w.comparableAgain(w.tracker.Current())
+		}
+	} else {
+		w.tracker.Advance(rv)
 	}
-	w.tracker.Advance(rv)
+	w.advanceFromStoreLocked()
 }
+
+// IncomparableObjects counts the objects the wrapped informer stored whose
+// resource version cannot be ordered: skipped, as the FreshInformer skips
+// single events with malformed resource versions.
+func (w *WrappedInformer) IncomparableObjects() uint64 { return w.incomparableObjects.Load() }
 
 // WaitForFreshness blocks until the wrapped informer's indexer has applied
 // rv, ctx ends, or Wrap's context ends; see WrappedInformer for what it can
@@ -109,7 +174,58 @@ func (w *WrappedInformer) LastObservedResourceVersion() string {
 // advanceFromStore takes in the store's own resource version, which covers
 // bookmarks and lists: no handler sees those.
 func (w *WrappedInformer) advanceFromStore() {
-	if stored, err := freshness.ParseRV(w.GetIndexer().LastStoreSyncResourceVersion()); err == nil {
-		w.tracker.Advance(stored)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.advanceFromStoreLocked()
+}
+
+// advanceFromStoreLocked is advanceFromStore with w.mu held. A comparable
+// store resource version moves the tracker (and ends an incomparable spell:
+// the store has applied everything up to it). A malformed one is a single
+// object's if the handler has seen an object with it (the tracker has a
+// comparable position to go on from); otherwise it is a list's or a
+// bookmark's, and the tracker becomes incomparable.
+func (w *WrappedInformer) advanceFromStoreLocked() {
+	s := w.GetIndexer().LastStoreSyncResourceVersion()
+	stored, err := freshness.ParseRV(s)
+	if s == "" {
+		if w.HasSynced() { // listed without a resource version: a fake clientset's
+			w.setIncomparable(s, err)
+		}
+		return // else nothing listed yet
 	}
+	switch {
+	case err == nil:
+		w.comparableAgain(stored)
+	case w.incomparable:
+		// Still incomparable: the cause stays until the store is comparable
+		// or the handler explains it.
+	case !w.tracker.Current().IsZero() && slices.Contains(w.malformed, s):
+		// A single object's: skipped, counted in observe.
+	default:
+		w.setIncomparable(s, err)
+	}
+}
+
+// setIncomparable fails waits from now on, because of the resource version
+// s. w.mu is held.
+func (w *WrappedInformer) setIncomparable(s string, err error) {
+	if w.incomparable {
+		return
+	}
+	w.incomparable, w.cause = true, s
+	logIncomparable(w.logger, err) // scope.go
+	w.tracker.SetIncomparable(err)
+}
+
+// comparableAgain advances the tracker to rv, ending an incomparable spell
+// there. w.mu is held.
+func (w *WrappedInformer) comparableAgain(rv freshness.RV) {
+	if !w.incomparable {
+		w.tracker.Advance(rv)
+		return
+	}
+	w.logger.V(2).Info("Resource versions can be ordered again; WaitForFreshness works again", "resourceVersion", rv.String(), "incomparable", w.cause)
+	w.incomparable, w.cause = false, ""
+	w.tracker.Reset(rv)
 }

@@ -3,12 +3,14 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
 )
@@ -66,5 +68,183 @@ func TestWrapClientGoInformer(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, freshness.ErrStopped) {
 		t.Fatalf("waiter after stop: %v", err)
+	}
+}
+
+// startWrapped runs client-go's own informer over a scripted server and
+// wraps it.
+func startWrapped(t *testing.T, first listResponse) (*WrappedInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
+	t.Helper()
+	lw := newScriptedLW(t, listThenWatch, first)
+	plain := toolscache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); plain.RunWithContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w, err := Wrap(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := lw.nextWatcher()
+	waitSynced(t, w)
+	return w, lw, fw
+}
+
+// waitCachedAt waits until the wrapped store holds ns/name at rv.
+func waitCachedAt(t *testing.T, w *WrappedInformer, name, rv string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if obj, ok, _ := w.GetIndexer().GetByKey("ns/" + name); ok && obj.(*corev1.ConfigMap).ResourceVersion == rv {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ns/%s never cached at %s", name, rv)
+		}
+	}
+}
+
+// Issue 22 item 8: one object with a malformed resource version is skipped
+// (counted), as the FreshInformer does: it does not make every later wait
+// fail.
+func TestWrapSkipsSingleMalformedObject(t *testing.T) {
+	w, _, fw := startWrapped(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WaitForFreshness(ctx, "10"); err != nil {
+		t.Fatalf("after the list: %v", err)
+	}
+	fw.Modify(cm("b", "not-a-number"))
+	waitCachedAt(t, w, "b", "not-a-number")
+	for w.IncomparableObjects() == 0 { // Wrap's handler hears of it after the store
+		if ctx.Err() != nil {
+			t.Fatal("the malformed object was never counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The store's resource version is the malformed one now: a single
+	// object's, not a list's.
+	if err := w.WaitForFreshness(ctx, "10"); err != nil {
+		t.Fatalf("a wait already satisfied, after one malformed object: %v", err)
+	}
+	fw.Modify(cm("a", "12"))
+	waitCachedAt(t, w, "a", "12")
+	if err := w.WaitForFreshness(ctx, "12"); err != nil {
+		t.Fatalf("a wait after one malformed object: %v", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- w.WaitForFreshness(ctx, "13") }()
+	for w.tracker.Pending() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	fw.Modify(cm("b", "13"))
+	if err := <-errc; err != nil {
+		t.Fatalf("a pending wait after one malformed object: %v", err)
+	}
+	if got := w.IncomparableObjects(); got != 1 {
+		t.Fatalf("IncomparableObjects = %d, want 1", got)
+	}
+}
+
+// Issue 22 item 8: a list whose resource version cannot be ordered makes
+// waits fail at once with ErrIncomparable; a comparable list ends that.
+func TestWrapIncomparableListRecovers(t *testing.T) {
+	w, lw, fw := startWrapped(t, listResponse{rv: "opaque-1", objects: []*corev1.ConfigMap{cm("a", "5")}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := w.WaitForFreshness(ctx, "6"); !errors.Is(err, freshness.ErrIncomparable) {
+		t.Fatalf("wait on a store listed at a malformed resource version = %v (after %v)", err, time.Since(start))
+	}
+	lw.queueLists(listResponse{rv: "20", objects: []*corev1.ConfigMap{cm("a", "15")}})
+	fw.Error(goneError())
+	lw.nextWatcher()
+	for {
+		err := w.WaitForFreshness(ctx, "20")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, freshness.ErrIncomparable) {
+			t.Fatalf("waiting for the comparable relist: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := w.LastObservedResourceVersion(); got != "20" {
+		t.Fatalf("LastObservedResourceVersion after the comparable relist = %q", got)
+	}
+}
+
+// Objects and lists without any resource version come from client-go's
+// fake clientsets, not from a server: waits fail at once, as they do on a
+// FreshInformer in plain mode, instead of hanging.
+func TestWrapUnstampedFailsAtOnce(t *testing.T) {
+	for _, objects := range [][]*corev1.ConfigMap{nil, {cm("a", "")}} {
+		w, _, _ := startWrapped(t, listResponse{rv: "", objects: objects})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		for {
+			err := w.WaitForFreshness(ctx, "1")
+			if errors.Is(err, freshness.ErrIncomparable) {
+				break
+			}
+			if err != nil || time.Since(start) > 5*time.Second {
+				t.Fatalf("%d objects without resource versions: wait = %v after %v", len(objects), err, time.Since(start))
+			}
+			time.Sleep(time.Millisecond) // the handler may not have heard of a yet
+		}
+		cancel()
+	}
+}
+
+// stubInformer is a SharedIndexInformer whose store the test writes.
+type stubInformer struct {
+	toolscache.SharedIndexInformer
+	indexer toolscache.Indexer
+}
+
+func (s stubInformer) GetIndexer() toolscache.Indexer { return s.indexer }
+func (s stubInformer) HasSynced() bool                { return true }
+
+// A wait that reads the store between the store's write of a malformed
+// object and Wrap's handler hearing of it fails with ErrIncomparable; the
+// handler ends that at once, and the remembered malformed resource
+// versions stay bounded.
+func TestWrapMalformedObjectSeenLate(t *testing.T) {
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	w := &WrappedInformer{SharedIndexInformer: stubInformer{indexer: indexer}, logger: klog.Background()}
+	ctx := context.Background()
+	if err := indexer.Replace([]any{cm("a", "5")}, "10"); err != nil {
+		t.Fatal(err)
+	}
+	w.observe(cm("a", "5"))
+	if err := w.WaitForFreshness(ctx, "10"); err != nil {
+		t.Fatal(err)
+	}
+	late := cm("b", "bad")
+	_ = indexer.Add(late)
+	if err := w.WaitForFreshness(ctx, "10"); !errors.Is(err, freshness.ErrIncomparable) {
+		t.Fatalf("the store at a malformed resource version no object explains: %v", err)
+	}
+	w.observe(late)
+	if err := w.WaitForFreshness(ctx, "10"); err != nil {
+		t.Fatalf("once the handler saw the object: %v", err)
+	}
+	for i := range 1000 {
+		bad := cm(fmt.Sprintf("c%d", i), fmt.Sprintf("bad-%d", i))
+		_ = indexer.Add(bad)
+		w.observe(bad)
+	}
+	if err := w.WaitForFreshness(ctx, "10"); err != nil {
+		t.Fatalf("after many malformed objects: %v", err)
+	}
+	w.mu.Lock()
+	remembered := len(w.malformed)
+	w.mu.Unlock()
+	if remembered > maxMalformedRVs || w.IncomparableObjects() != 1001 {
+		t.Fatalf("remembered %d malformed resource versions, counted %d", remembered, w.IncomparableObjects())
+	}
+	_ = indexer.Add(cm("a", "11"))
+	w.observe(cm("a", "11"))
+	if got := w.LastObservedResourceVersion(); got != "11" {
+		t.Fatalf("LastObservedResourceVersion = %q", got)
 	}
 }

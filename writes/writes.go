@@ -96,7 +96,10 @@ type NewestKnower interface {
 	NewestKnownResourceVersion(gr schema.GroupResource) string
 }
 
-var _ Recorder = (*cache.ReadYourWrites)(nil)
+var (
+	_ Recorder     = (*cache.ReadYourWrites)(nil)
+	_ NewestKnower = (*cache.ReadYourWrites)(nil)
+)
 
 type ownerKey struct{}
 
