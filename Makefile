@@ -86,6 +86,18 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) against $KUBECONFIG, or 
 	  integration/bin/withcluster -- $(DEMO_CMD); \
 	fi
 
+# --- upstream's own tests against the library (integration/conformance) ----
+# See docs/conformance.md. CONFORMANCE_ARGS adds flags (-suite=cr_cache runs
+# one suite).
+CONFORMANCE_ARGS ?=
+
+.PHONY: conformance
+
+conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs against the library and upstream (control), -race (about 4 min).
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
+	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)
+
 # --- faults and scale on the real control plane (integration/) --------------
 SOAK_DURATION ?= 5m
 SOAK_SEED ?=
@@ -102,3 +114,13 @@ scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/scale ./cmd/scale && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)
+
+# --- heap soak (integration/cmd/heapsoak, docs/heap-soak.md) ----------------
+HEAPSOAK_ARGS ?=
+
+.PHONY: soak-heap
+
+soak-heap: bins ## A controller with write recording, requeue and metrics on a real control plane, owners created and deleted without end, for 10 min: fails unless heap and goroutines stay flat; HEAPSOAK_ARGS adds flags.
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  $(GO) build -o bin/heapsoak ./cmd/heapsoak && \
+	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/heapsoak $(HEAPSOAK_ARGS)

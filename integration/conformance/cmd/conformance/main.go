@@ -1,0 +1,181 @@
+// Command conformance runs upstream's own test suites against freshinformer
+// (SPEC guarantee 6, "drop-in"): client-go's tools/cache shared informer
+// tests, controller-runtime's pkg/cache suite and the cache-backed specs of
+// its pkg/client suite, at the versions the integration module requires.
+//
+// It takes upstream's test files from the Go module cache at run time,
+// ports them into a generated, git-ignored package per suite
+// (integration/conformance/_work), swaps only the constructors for the shim
+// package's (which builds freshinformer's implementation, or upstream's for
+// the control run), and drops the tests that cannot compile outside
+// upstream's package because they use its unexported internals. Each
+// suite's test binary then runs twice: against freshinformer and against
+// plain upstream. It fails when a test that passes on upstream fails on
+// freshinformer, or when the list of dropped tests differs from the one in
+// docs/conformance.md. A test failing on both is reported, not counted.
+//
+// Run it from the integration module with KUBEBUILDER_ASSETS set (make
+// conformance does, under hack/with-reaper.sh).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+var (
+	moduleRoot string // the integration module's directory
+	workDir    string // moduleRoot/conformance/work
+)
+
+func relToModule(p string) string {
+	r, err := filepath.Rel(moduleRoot, p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+func main() {
+	race := flag.Bool("race", false, "build the test binaries with the race detector")
+	docs := flag.String("docs", "", "check the dropped-test list in this Markdown file (between the conformance markers)")
+	writeDocs := flag.Bool("write-docs", false, "with -docs: rewrite the list instead of checking it")
+	only := flag.String("suite", "", "run only the suite with this directory name (clientgo_cache, cr_cache, cr_client)")
+	portOnly := flag.Bool("port-only", false, "generate the packages and check the docs, run nothing")
+	flag.Parse()
+
+	start := time.Now()
+	if err := setup(); err != nil {
+		fatal(err)
+	}
+	var buildFlags []string
+	if *race {
+		buildFlags = append(buildFlags, "-race")
+	}
+
+	var all []*ported
+	for _, s := range suites {
+		if *only != "" && s.Dir != *only {
+			continue
+		}
+		modDir, version, err := moduleDir(s.Module)
+		if err != nil {
+			fatal(err)
+		}
+		t := time.Now()
+		p, err := port(s, modDir, version, workDir, buildFlags)
+		if err != nil {
+			fatal(fmt.Errorf("porting %s: %w", s.Name, err))
+		}
+		fmt.Printf("[conformance] ported %s (%s %s): %d test declarations kept, %d dropped, in %s\n",
+			s.Name, s.Module, version, len(p.Kept), countTests(p.Dropped), time.Since(t).Round(time.Millisecond))
+		for _, f := range p.Focus {
+			fmt.Printf("[conformance]   cache-backed spec nodes (ginkgo --focus-file): %s\n", f)
+		}
+		all = append(all, p)
+	}
+
+	docsOK := true
+	if *docs != "" {
+		if *only != "" {
+			fmt.Printf("[conformance] -suite: %s not checked (it lists every suite)\n", *docs)
+		} else {
+			ok, err := checkDocs(*docs, all, *writeDocs)
+			if err != nil {
+				fatal(err)
+			}
+			docsOK = ok
+		}
+	}
+	if *portOnly {
+		if !docsOK {
+			os.Exit(1)
+		}
+		return
+	}
+
+	for _, p := range all {
+		if p.Suite.Envtest && os.Getenv("KUBEBUILDER_ASSETS") == "" {
+			fatal(fmt.Errorf("%s starts envtest: set KUBEBUILDER_ASSETS to the directory of kube-apiserver and etcd (integration/hack/build-bins.sh --dir)", p.Suite.Name))
+		}
+	}
+	var sum summary
+	for _, p := range all {
+		if err := p.run(buildFlags, &sum); err != nil {
+			fatal(fmt.Errorf("running %s: %w", p.Suite.Name, err))
+		}
+	}
+	sum.print(time.Since(start))
+	if !docsOK {
+		fmt.Println("[conformance] FAIL: docs/conformance.md's list of dropped tests is stale (see above)")
+	}
+	if sum.broken > 0 {
+		fmt.Printf("[conformance] FAIL: %d suite(s) passed no test against upstream: the harness is broken, nothing was compared\n", sum.broken)
+	}
+	if sum.regressions > 0 || sum.broken > 0 || !docsOK {
+		os.Exit(1)
+	}
+}
+
+func setup() error {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return fmt.Errorf("run from the integration module")
+	}
+	moduleRoot = filepath.Dir(gomod)
+	workDir = filepath.Join(moduleRoot, "conformance", "_work")
+	return os.MkdirAll(workDir, 0o755)
+}
+
+// moduleDir returns the module cache directory and version of mod at the
+// version the integration module requires.
+func moduleDir(mod string) (string, string, error) {
+	list := func() (string, string, error) {
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}\t{{.Version}}", mod)
+		cmd.Dir = moduleRoot
+		out, err := cmd.Output()
+		if err != nil {
+			return "", "", fmt.Errorf("go list -m %s: %w", mod, err)
+		}
+		dir, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\t")
+		return dir, version, nil
+	}
+	dir, version, err := list()
+	if err == nil && dir == "" {
+		cmd := exec.Command("go", "mod", "download", mod)
+		cmd.Dir = moduleRoot
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("go mod download %s: %w", mod, err)
+		}
+		dir, version, err = list()
+	}
+	if err == nil && dir == "" {
+		err = fmt.Errorf("module %s is not in the module cache", mod)
+	}
+	return dir, version, err
+}
+
+func countTests(ds []dropped) int {
+	n := 0
+	for _, d := range ds {
+		if d.Test {
+			n++
+		}
+	}
+	return n
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "[conformance] error: %v\n", err)
+	os.Exit(2)
+}

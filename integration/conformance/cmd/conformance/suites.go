@@ -1,0 +1,85 @@
+package main
+
+import "time"
+
+// A suite is one upstream test package ported against the shim.
+type suite struct {
+	// Name is how reports and docs name the suite.
+	Name string
+	// Dir is the generated package's directory under the work directory.
+	Dir string
+	// Module and Pkg locate upstream's test files: Pkg's directory in the
+	// Go module cache, at the version the integration module requires.
+	Module, Pkg string
+	// Selected lists the files whose tests (Test functions, Describe
+	// blocks) run; nil means every test file. Every other test file of
+	// the package contributes only its helpers.
+	Selected []string
+	// CopyDirs are directories of the package copied next to the
+	// generated files (envtest reads CRDs from ./testdata).
+	CopyDirs []string
+	// Swap maps an upstream constructor, "importpath.Name", to the shim
+	// function that replaces it.
+	Swap map[string]string
+	// Assert maps an upstream unexported type that tests assert the
+	// constructor's result to (x.(*T)) to the exported interface the
+	// assertion is rewritten to.
+	Assert map[string]string
+	// Envtest: the suite starts envtest; Start is routed through the shim
+	// so that its processes are recorded for the reaper.
+	Envtest bool
+	// PerTest runs every top-level Go test in a process of its own, so a
+	// panic that kills the binary costs only that test.
+	PerTest bool
+	// CacheBacked: run only the specs that build a cache or a client
+	// with a cache reader (ginkgo --focus-file on their nodes).
+	CacheBacked bool
+	// Timeout bounds one run of the test binary.
+	Timeout time.Duration
+}
+
+const (
+	clientGo = "k8s.io/client-go"
+	crModule = "sigs.k8s.io/controller-runtime"
+)
+
+var suites = []suite{{
+	Name:     "client-go tools/cache shared informer tests",
+	Dir:      "clientgo_cache",
+	Module:   clientGo,
+	Pkg:      clientGo + "/tools/cache",
+	Selected: []string{"shared_informer_test.go", "mutation_detector_test.go"},
+	Swap: map[string]string{
+		clientGo + "/tools/cache.NewSharedInformer":                 "NewSharedInformer",
+		clientGo + "/tools/cache.NewSharedIndexInformer":            "NewSharedIndexInformer",
+		clientGo + "/tools/cache.NewSharedIndexInformerWithOptions": "NewSharedIndexInformerWithOptions",
+	},
+	Assert:  map[string]string{"sharedIndexInformer": "SharedIndexInformer"},
+	PerTest: true,
+	Timeout: 2 * time.Minute,
+}, {
+	Name:   "controller-runtime pkg/cache suite",
+	Dir:    "cr_cache",
+	Module: crModule,
+	Pkg:    crModule + "/pkg/cache",
+	Swap: map[string]string{
+		crModule + "/pkg/cache.New":  "NewCache",
+		crModule + "/pkg/client.New": "NewClient",
+	},
+	Envtest: true,
+	Timeout: 6 * time.Minute,
+}, {
+	Name:     "controller-runtime pkg/client cache-backed specs",
+	Dir:      "cr_client",
+	Module:   crModule,
+	Pkg:      crModule + "/pkg/client",
+	Selected: []string{"client_suite_test.go", "client_test.go", "consistency_envtest_test.go"},
+	CopyDirs: []string{"testdata"},
+	Swap: map[string]string{
+		crModule + "/pkg/cache.New":  "NewCache",
+		crModule + "/pkg/client.New": "NewClient",
+	},
+	Envtest:     true,
+	CacheBacked: true,
+	Timeout:     4 * time.Minute,
+}}
