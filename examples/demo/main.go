@@ -6,8 +6,10 @@
 // took to become fresh, the observed resource version and the lag, and
 // serves Prometheus metrics on localhost.
 //
-// Run it with `make demo` (an embedded kube-apiserver and etcd) or against
-// any cluster: `KUBECONFIG=... go run ./examples/demo`.
+// Run it with `make demo` (an embedded kube-apiserver and etcd), or against
+// a cluster of your own, explicitly: `make demo DEMO_KUBECONFIG=path` or
+// `go run ./examples/demo -kubeconfig path`. It removes what it made when
+// it ends: the namespace if it created it, else its own ConfigMaps.
 package main
 
 import (
@@ -78,9 +80,11 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 	if err != nil {
 		return err
 	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
+	defer cleanUp(client, ns, err == nil)
 
 	// Metrics on a registry of our own, served on localhost.
 	registry := prometheus.NewRegistry()
@@ -162,9 +166,32 @@ func ending(ctx context.Context) bool {
 	return ctx.Err() != nil || (ok && time.Until(deadline) < time.Second)
 }
 
+// demoLabel marks the ConfigMaps the demo writes, so that it removes only
+// what it made.
+const demoLabel = "freshinformer.io/demo"
+
+// cleanUp removes what the demo made: the namespace if it created it, else
+// its own ConfigMaps. It runs after ctx has ended, so it has its own
+// bound.
+func cleanUp(client kubernetes.Interface, ns string, createdNamespace bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if createdNamespace {
+		err = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	} else {
+		err = client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: demoLabel})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintf(os.Stderr, "[demo] cleaning up namespace %s: %v\n", ns, err)
+		return
+	}
+	fmt.Printf("[demo] removed what the demo made in namespace %s\n", ns)
+}
+
 // write updates (or creates) one ConfigMap and returns what the server stored.
 func write(ctx context.Context, client kubernetes.Interface, ns, name string, i int) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"write": strconv.Itoa(i)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{demoLabel: "true"}}, Data: map[string]string{"write": strconv.Itoa(i)}}
 	out, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		out, err = client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
