@@ -299,6 +299,9 @@ type registry struct {
 	mu        sync.RWMutex
 	informers []*informerEntry
 	ctx       context.Context // Start's, nil before it
+	// lwFor, set by package fake before the first informer, replaces the
+	// informers' ListerWatchers with its fake server's (fakeapi.go).
+	lwFor func(*informerEntry, runtime.Object) toolscache.ListerWatcher
 
 	unwrappedOnce sync.Once
 }
@@ -331,6 +334,9 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 		base = string(e.Representation) + ":" + base
 	}
 	e.name = base
+	if lwFor := r.listerWatcherFor(); lwFor != nil {
+		lw = lwFor(e, obj) // the scope is learned: serve it from the fake
+	}
 	if r.userHook != nil {
 		return r.adopt(e, r.userHook(lw, obj, resync, indexers))
 	}

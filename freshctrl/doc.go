@@ -65,6 +65,20 @@
 // A write that has not returned when a read starts is concurrent with it
 // and is not waited for (controller-runtime's option waits for it).
 //
+// # Unit tests
+//
+// Package fake (freshctrl/fake) is to controller-runtime's fake client
+// what package freshtest is to client-go's fake clientsets: its
+// NewClientBuilder, with the With options of controller-runtime's, builds
+// this package's client over a Cache of FreshInformers on a fake API
+// server, so a reconciler's unit test runs the reconciler as a manager
+// does: its cached reads reflect its own writes, a FailIfNotFresh read
+// fails with a *NotFreshError while the cache is behind, and a Requeuer
+// parks the request until the cache catches up. PauseInformers holds the
+// cache behind the server to test that path. On controller-runtime's own
+// fake client there is no cache: FailIfNotFresh never fails and WhenFresh
+// never takes the request, so that path never runs in a test.
+//
 // # Drop-in details
 //
 // The cache answers NeedLeaderElection() == false, as controller-runtime's

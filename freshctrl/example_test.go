@@ -2,9 +2,15 @@ package freshctrl_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -12,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/freshinformer/freshinformer/freshctrl"
+	"github.com/freshinformer/freshinformer/freshctrl/fake"
 )
 
 // A manager opts in with two fields; everything else is as before.
@@ -68,4 +75,96 @@ func ExampleRequeuer() {
 	if err != nil {
 		panic(err)
 	}
+}
+
+// A FailIfNotFresh read does not wait: while the cache is behind the
+// client's own write, it fails at once with a *NotFreshError naming the
+// write. (Here the fake client's PauseInformers holds the cache behind.)
+func ExampleFailIfNotFresh() {
+	ctx := context.Background()
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+	c := fake.NewClientBuilder().WithObjects(settings).Build()
+	defer c.Stop()
+	key := client.ObjectKeyFromObject(settings)
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}); err != nil { // the informer runs
+		fmt.Println(err)
+		return
+	}
+
+	c.PauseInformers()
+	settings.Data = map[string]string{"mode": "fast"}
+	if err := c.Update(ctx, settings); err != nil {
+		fmt.Println(err)
+		return
+	}
+	err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.FailIfNotFresh)
+	var nf *freshctrl.NotFreshError
+	if errors.As(err, &nf) {
+		fmt.Println("not fresh:", errors.Is(err, freshctrl.ErrNotFresh), nf.Key, nf.Target == settings.ResourceVersion)
+	}
+
+	c.ResumeInformers()
+	var got corev1.ConfigMap
+	err = c.Get(ctx, key, &got) // waits for the write, then reads it
+	fmt.Println(err, got.Data["mode"])
+	// Output:
+	// not fresh: true default/settings true
+	// <nil> fast
+}
+
+// A read waits for the cache at most WaitTimeout (or Options.Timeout), then
+// fails with a *NotFreshError whose cause is the context's deadline.
+func ExampleWaitTimeout() {
+	ctx := context.Background()
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}}
+	c := fake.NewClientBuilder().WithObjects(settings).Build()
+	defer c.Stop()
+	key := client.ObjectKeyFromObject(settings)
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	c.PauseInformers() // the cache never catches up
+	settings.Data = map[string]string{"mode": "fast"}
+	if err := c.Update(ctx, settings); err != nil {
+		fmt.Println(err)
+		return
+	}
+	err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.WaitTimeout(20*time.Millisecond))
+	fmt.Println(errors.Is(err, freshctrl.ErrNotFresh), errors.Is(err, context.DeadlineExceeded))
+	// Output: true true
+}
+
+// Every informer of the cache is a FreshInformer named after its scope:
+// one per namespace of DefaultNamespaces, with the ByObject selectors.
+func ExampleCache_FreshInformers() {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithCacheOptions(cache.Options{
+		DefaultNamespaces: map[string]cache.Config{"team-a": {}, "team-b": {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{"app": "web"})},
+		},
+	}).Build()
+	defer c.Stop()
+	// Informers are made on first use, as in controller-runtime.
+	if err := c.List(ctx, &corev1.ConfigMapList{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := c.List(ctx, &corev1.SecretList{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var names []string
+	for _, si := range c.Cache().FreshInformers() {
+		names = append(names, si.Resource.Resource+" "+si.Informer.Name())
+	}
+	sort.Strings(names)
+	fmt.Println(strings.Join(names, "\n"))
+	// Output:
+	// configmaps ns=team-a
+	// configmaps ns=team-b
+	// secrets ns=team-a,labels=app=web
+	// secrets ns=team-b,labels=app=web
 }

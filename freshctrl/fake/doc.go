@@ -1,0 +1,45 @@
+// Package fake gives controller-runtime reconcilers' unit tests freshctrl's
+// client on a fake API server, so read-your-writes, FailIfNotFresh and
+// Requeuer are as real in a test as they are with a manager:
+//
+//	c := fake.NewClientBuilder().WithObjects(parent).Build() // was: controller-runtime's fake.NewClientBuilder()
+//	defer c.Stop()
+//	r := &MyReconciler{Client: c}
+//	_, err := r.Reconcile(ctx, req)
+//
+// With controller-runtime's own fake client there is no cache: every read
+// is the tracker's, so a reconciler's stale-cache paths never run,
+// FailIfNotFresh never fails and Requeuer.WhenFresh has nothing to take.
+// Here the client is what freshctrl.NewClient builds for a manager:
+//
+//   - Writes go to controller-runtime's fake client (its With options
+//     apply: status subresources, indexes, interceptors) over a
+//     freshtest.Tracker, so they get resource versions from one counter
+//     for every kind, UIDs, conflicts on stale resource versions, and
+//     finalizer handling, as on a server.
+//   - Reads come from a freshctrl.Cache (controller-runtime's cache with
+//     the given cache.Options: namespaces, selectors, transforms) whose
+//     FreshInformers list and watch that server, and wait for the client's
+//     own earlier writes. A reconciler that lists its children right after
+//     creating one sees it, every time.
+//   - The server's watches send bookmarks, as a server's watch cache does,
+//     so an informer of a kind nobody writes still reaches the server's
+//     newest resource version: reads after deletes and DeleteAllOf, which
+//     wait for it, end.
+//   - PauseInformers holds the informers behind the server until
+//     ResumeInformers, so a test can drive the stale-cache path: a
+//     FailIfNotFresh read fails with a *freshctrl.NotFreshError, a
+//     Requeuer parks the request and puts it back in the queue once the
+//     informers resume (see the examples).
+//   - Server is the fake server's own client: another actor's writes,
+//     uncached reads.
+//
+// The cache runs informers: Stop the Client at the end of the test.
+//
+// Differences from a real API server, beyond those of controller-runtime's
+// fake: lists ignore paging; field selectors of the cache's scope are
+// applied on metadata.name and metadata.namespace only (a selector on any
+// other field is ignored, as freshtest does); an object that an update
+// moves out of an informer's label selector is not deleted from that
+// informer (a server sends a DELETED event); kinds must be in the scheme.
+package fake
