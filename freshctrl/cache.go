@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,11 +165,9 @@ var _ manager.LeaderElectionRunnable = (*Cache)(nil)
 // a cache added with mgr.Add starts and syncs on a standby replica too.
 func (c *Cache) NeedLeaderElection() bool { return false }
 
-// Start runs the cache until ctx ends (see controller-runtime's Cache); it
-// then frees the informers' metric names for a later cache.
+// Start runs the cache until ctx ends (see controller-runtime's Cache).
 func (c *Cache) Start(ctx context.Context) error {
 	c.reg.start(ctx)
-	defer c.reg.release()
 	return c.Cache.Start(ctx)
 }
 
@@ -249,8 +246,7 @@ func (c *Cache) FreshInformers() []ScopedInformer {
 // hook, wrapped once the cache runs.
 type informerEntry struct {
 	ScopedInformer
-	name    string // in errors and logs
-	nameKey string // metric name reservation, "" for none
+	name string // in errors and logs
 
 	foreign toolscache.SharedIndexInformer // nil for a FreshInformer
 	wrapped atomic.Pointer[fcache.WrappedInformer]
@@ -345,7 +341,9 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 		fcache.WithSelector(e.Scope.Selector()),
 	}
 	if r.metrics != nil {
-		e.name, e.nameKey = r.metrics.reserve(e.Resource, base)
+		// The metrics' identity is the scope and this name, never a
+		// creation order: a second cache of the same scope reports with
+		// the first (package metrics).
 		opts = append(opts, fcache.WithMetrics(r.metrics.p))
 	}
 	opts = append(opts, fcache.WithName(e.name))
@@ -433,9 +431,6 @@ func (r *registry) forget(gvk schema.GroupVersionKind, rep Representation) {
 		if e.stop != nil {
 			e.stop()
 		}
-		if e.nameKey != "" {
-			r.metrics.free(e.nameKey)
-		}
 	}
 }
 
@@ -465,39 +460,12 @@ func (r *registry) all(gk schema.GroupKind) []*informerEntry {
 	return out
 }
 
-// release frees the metric names once the cache has stopped.
-func (r *registry) release() {
-	if r.metrics == nil {
-		return
-	}
-	r.mu.Lock()
-	var keys []string
-	for _, e := range r.informers {
-		if e.nameKey != "" {
-			keys = append(keys, e.nameKey)
-			e.nameKey = ""
-		}
-	}
-	r.mu.Unlock()
-	for _, k := range keys {
-		r.metrics.free(k)
-	}
-}
-
 // provider is one metrics.Provider per registerer, shared by every cache
-// of the process, with the informer names in use on it: two informers of
-// one resource never export the same label set, so scrapes never fail on
-// duplicates (a second cache of the same scope gets "#2").
-//
-// Bounds: providers holds one entry per Registerer ever given to NewCache
-// (a process has one or a few: metrics.NewProvider cannot register twice
-// on one anyway); inUse one name per informer of the running caches, freed
-// by RemoveInformer and when a cache stops.
+// of the process. Bounds: providers holds one entry per Registerer ever
+// given to NewCache (a process has one or a few: metrics.NewProvider
+// cannot register twice on one anyway).
 type provider struct {
 	p *metrics.Provider
-
-	mu    sync.Mutex
-	inUse map[string]bool // resource + "\x00" + name
 }
 
 var (
@@ -515,27 +483,7 @@ func providerFor(r prometheus.Registerer) (*provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("freshctrl: %w", err)
 	}
-	p := &provider{p: mp, inUse: map[string]bool{}}
+	p := &provider{p: mp}
 	providers[r] = p
 	return p, nil
-}
-
-// reserve returns base, or base#n if that name is taken for gr, and
-// reserves it until free is called with the returned key.
-func (p *provider) reserve(gr schema.GroupResource, base string) (name, key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	name = base
-	for n := 2; p.inUse[gr.String()+"\x00"+name]; n++ {
-		name = base + "#" + strconv.Itoa(n)
-	}
-	key = gr.String() + "\x00" + name
-	p.inUse[key] = true
-	return name, key
-}
-
-func (p *provider) free(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.inUse, key)
 }

@@ -27,8 +27,10 @@
 // typed, unstructured and metadata-only informers alike, whatever
 // controller-runtime's defaulting made of the options. The informer is
 // named after it ("ns=team-a", "ns=team-a,labels=app=web",
-// "metadata:*") in logs and in the metrics' name label; a second informer
-// with the same resource and name in the process gets "#2", so scrapes
+// "metadata:*") in logs and in the metrics' name label. The name comes
+// from the scope alone, never from creation order, so series keep their
+// identity across restarts; a second cache of the same scope in the
+// process reports together with the first (package metrics), so scrapes
 // never see duplicate series.
 //
 // # Read-your-writes, compared with controller-runtime's own

@@ -30,7 +30,7 @@ func ExampleNewProvider() {
 	_, err = registry.Gather()
 	fmt.Println("scrape error:", err)
 	// Output:
-	// ["/configmaps" "a" "" "" ""]
-	// ["/configmaps" "b" "" "" ""]
+	// ["configmaps" "a" "" "" ""]
+	// ["configmaps" "b" "" "" ""]
 	// scrape error: <nil>
 }

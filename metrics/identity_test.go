@@ -66,43 +66,59 @@ func TestSeveralInformersOfOneResource(t *testing.T) {
 		ids = append(ids, strings.Join(p.Identity(inf), "|"))
 	}
 	want := []string{
-		"/configmaps|a|||",
-		"/configmaps|b|||",
-		"/configmaps|a|app=x|metadata.name=n|",
-		"/configmaps||||",
-		"/configmaps||||#2",
-		"/configmaps||||ctrl",
-		"/configmaps||||ctrl#2",
+		"configmaps|a|||",
+		"configmaps|b|||",
+		"configmaps|a|app=x|metadata.name=n|",
+		"configmaps||||",
+		"configmaps||||", // alike: one identity, whichever came first
+		"configmaps||||ctrl",
+		"configmaps||||ctrl",
 	}
 	if !slices.Equal(ids, want) {
 		t.Fatalf("identities\n got %q\nwant %q", ids, want)
 	}
-	if n := gatheredSeries(t, reg, "freshinformer_pending_waiters"); n != len(infs) {
-		t.Fatalf("pending_waiters has %d series for %d informers", n, len(infs))
+	distinct := len(infs) - 2
+	if n := gatheredSeries(t, reg, "freshinformer_pending_waiters"); n != distinct {
+		t.Fatalf("pending_waiters has %d series for %d identities", n, distinct)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("promlint: %v %v", problems, err)
 	}
 }
 
-// A stopped informer frees its identity: the next one alike takes it.
-func TestStoppedInformerFreesItsIdentity(t *testing.T) {
+// An identity's series stay while one of its informers runs, and go with
+// the last one.
+func TestIdentityLastsWhileOneInformerRuns(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	p, err := NewProvider(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStream("10")
-	first := cache.NewSharedIndexInformer(s, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
-	stop := run(t, first, s)
-	second := cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
-	if got := p.Identity(second)[4]; got != "#2" {
-		t.Fatalf("second alike informer named %q", got)
+	s1, s2 := newStream("10"), newStream("10")
+	first := cache.NewSharedIndexInformer(s1, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
+	second := cache.NewSharedIndexInformer(s2, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
+	stopFirst := run(t, first, s1)
+	stopSecond := run(t, second, s2)
+	if err := second.RecordWrite("10"); err != nil { // a histogram series
+		t.Fatal(err)
 	}
-	stop()
-	third := cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
-	if got := p.Identity(third)[4]; got != "" {
-		t.Fatalf("the stopped informer's identity was not freed: %q", got)
+	stopFirst()
+	if n := gatheredSeries(t, reg, "freshinformer_pending_waiters"); n != 1 {
+		t.Fatalf("pending_waiters has %d series with one of two alike informers running", n)
+	}
+	if n := gatheredSeries(t, reg, "freshinformer_write_to_visible_seconds"); n != 1 {
+		t.Fatalf("write_to_visible_seconds has %d series with one of two alike informers running", n)
+	}
+	stopSecond()
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("%d series (%v) after both stopped", n, err)
+	}
+	// A late observation does not bring the series back.
+	if err := second.RecordWrite("11"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("%d series (%v) after a write recorded on a stopped informer", n, err)
 	}
 }
 

@@ -10,22 +10,67 @@
 // (sigs.k8s.io/controller-runtime/pkg/metrics.Registry) to serve the
 // metrics on the manager's endpoint.
 //
-// Every series carries the informer's identity, in five labels:
+// # Labels
 //
-//   - resource: "group/resource" ("/configmaps", "apps/deployments");
-//   - namespace: the namespace the informer lists, "" for all namespaces
-//     (and for cluster-scoped resources);
+// Every series carries the informer's identity, in five labels, none of
+// them a label Prometheus' Kubernetes service discovery or the usual
+// relabelling puts on a target (namespace, pod, container, service,
+// endpoint, job, instance, node), so no honor_labels is needed and the
+// target's namespace and pod stay the controller's:
+//
+//   - resource: the resource as users write it (schema.GroupResource's
+//     String): "configmaps", "deployments.apps";
+//   - informer_namespace: the namespace the informer lists, "" for all
+//     namespaces (and for cluster-scoped resources);
 //   - label_selector, field_selector: the informer's selectors as the API
 //     takes them, "" for none;
 //   - name: the informer's name (cache.WithName), "" if unnamed.
 //
-// So two informers of one resource (one per namespace, a filtered and an
-// unfiltered one) never share series. Two informers with the same resource,
-// scope and name in one Provider (two factories alike, say) would: the
-// Provider makes the later one's name unique by appending "#2", "#3", ... in
-// the order they are made (and frees the name when the informer stops), so
-// a scrape never fails with duplicate series. Name informers to keep the
-// series stable across restarts.
+// The identity is the informer's scope and name, nothing else, so a
+// series keeps its identity across restarts, whatever the order the
+// informers are made in. Two informers of one resource (one per namespace,
+// a filtered and an unfiltered one) never share series. Two informers with
+// the same identity in one Provider (two factories alike, say) do: they
+// report as one, counters and histograms adding up, gauges giving the
+// worse of the two (the lower observed resource version, the larger lag
+// and staleness, the older progress), pending waiters adding up; the
+// series stay until the last of them stops (a counter then drops, which
+// Prometheus reads as a reset). Name informers (cache.WithName) to tell
+// them apart.
+//
+// # Metrics
+//
+// By default an informer exports at most SeriesPerInformer series (about
+// 20; docs/metrics.md has the count for 100 namespaces by 5 kinds):
+//
+//	freshinformer_observed_resource_version          gauge
+//	freshinformer_resource_version_lag               gauge
+//	freshinformer_staleness_seconds                  gauge (absent until known)
+//	freshinformer_last_progress_timestamp_seconds    gauge (Unix time)
+//	freshinformer_pending_waiters                    gauge
+//	freshinformer_out_of_order_rejected_total        counter
+//	freshinformer_stale_lists_refused_total          counter
+//	freshinformer_regressions_total                  counter
+//	freshinformer_bookmarks_total                    counter
+//	freshinformer_lists_total                        counter (relists)
+//	freshinformer_watches_total                      counter (watch restarts)
+//	freshinformer_waits_total{outcome}               counter
+//	freshinformer_wait_duration_seconds              histogram
+//	freshinformer_write_to_visible_seconds           histogram
+//
+// The histograms have one bucket by default (le="1": what share took more
+// than a second; _sum/_count give the mean) and appear at their first
+// observation; waits_total has a series per outcome (fresh, timeout,
+// canceled, stopped, incomparable) from its first occurrence. So an
+// informer whose waits are all fresh and whose writes are recorded
+// exports 20 series, and each other outcome that occurs adds one.
+// WithDetailedMetrics restores the detailed buckets (DefaultWaitBuckets,
+// DefaultWriteVisibleBuckets), exports every outcome from the start, and
+// adds freshinformer_incomparable_objects_total.
+//
+// Progress is a timestamp, so that time() - x is its age whatever the
+// scrape interval, and a scrape that stopped does not show an age that
+// stopped growing.
 //
 // Label values are bounded by the process's informers, never an object or
 // a resource version. Counters and resource versions are read from the
@@ -41,9 +86,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,21 +101,42 @@ import (
 // Namespace prefixes every metric name.
 const Namespace = "freshinformer"
 
-// labels name an informer's identity; see the package documentation.
-var labels = []string{"resource", "namespace", "label_selector", "field_selector", "name"}
+// SeriesPerInformer is the default budget: the series an informer exports
+// when its waits are fresh and its writes recorded (see the package
+// documentation); each other wait outcome that occurs adds one.
+const SeriesPerInformer = 20
 
-// DefaultWaitBuckets cover WaitForFreshness from a fresh cache (0) to the
-// timeouts reconcilers use (seconds).
+// labels name an informer's identity; see the package documentation.
+var labels = []string{"resource", "informer_namespace", "label_selector", "field_selector", "name"}
+
+// DefaultWaitBuckets are the detailed buckets of the wait histogram
+// (WithDetailedMetrics): from a fresh cache (0) to the timeouts reconcilers
+// use (seconds).
 var DefaultWaitBuckets = []float64{0, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// DefaultWriteVisibleBuckets cover write-to-visible latency: usually below
-// a millisecond or two on a healthy cluster, seconds when a cache lags.
+// DefaultWriteVisibleBuckets are the detailed buckets of the
+// write-to-visible histogram (WithDetailedMetrics): usually below a
+// millisecond or two on a healthy cluster, seconds when a cache lags.
 var DefaultWriteVisibleBuckets = []float64{0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// CoarseBuckets are both histograms' buckets by default: one, at a second,
+// which the alert rules use. Every detailed set includes it.
+var CoarseBuckets = []float64{1}
+
+// outcomes are the wait outcomes, in the order of informerState.waits.
+var outcomes = [...]cache.WaitOutcome{cache.WaitFresh, cache.WaitTimeout, cache.WaitCanceled, cache.WaitStopped, cache.WaitIncomparable}
 
 // Options configure a Provider.
 type Options struct {
-	// WaitBuckets and WriteVisibleBuckets override the histograms' buckets.
+	// WaitBuckets and WriteVisibleBuckets override the histograms' buckets
+	// (default CoarseBuckets, or the detailed sets with Detailed). Keep 1
+	// among them: the alert rules use le="1".
 	WaitBuckets, WriteVisibleBuckets []float64
+	// Detailed exports the detailed histograms (DefaultWaitBuckets,
+	// DefaultWriteVisibleBuckets unless overridden), every wait outcome
+	// from the start, and incomparable_objects_total: about 50 series per
+	// informer instead of SeriesPerInformer.
+	Detailed bool
 	// LagProbeInterval, if positive, lets a scrape ask the server for its
 	// current resource version (a consistent list with limit=1, through the
 	// informer's ListerWatcher) at most once per interval per informer, so
@@ -93,9 +159,9 @@ type Provider struct {
 
 	mu        sync.Mutex
 	informers map[*cache.FreshInformer]*informerState
-	// identities are the label values in use, joined, so that no two
-	// informers share series.
-	identities map[string]*cache.FreshInformer
+	// identities are the label sets in use, by their values joined; alike
+	// informers share one.
+	identities map[string]*identity
 }
 
 var _ cache.MetricsProvider = &Provider{}
@@ -108,10 +174,16 @@ func NewProvider(reg prometheus.Registerer, opts ...func(*Options)) (*Provider, 
 		f(&o)
 	}
 	if o.WaitBuckets == nil {
-		o.WaitBuckets = DefaultWaitBuckets
+		o.WaitBuckets = CoarseBuckets
+		if o.Detailed {
+			o.WaitBuckets = DefaultWaitBuckets
+		}
 	}
 	if o.WriteVisibleBuckets == nil {
-		o.WriteVisibleBuckets = DefaultWriteVisibleBuckets
+		o.WriteVisibleBuckets = CoarseBuckets
+		if o.Detailed {
+			o.WriteVisibleBuckets = DefaultWriteVisibleBuckets
+		}
 	}
 	if o.LagProbeTimeout <= 0 {
 		o.LagProbeTimeout = 2 * time.Second
@@ -129,14 +201,14 @@ func NewProvider(reg prometheus.Registerer, opts ...func(*Options)) (*Provider, 
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "waits_total",
 			Help: "WaitForFreshness calls by outcome: fresh, timeout, canceled, stopped, incomparable.",
-		}, append(labels, "outcome")),
+		}, append(append([]string(nil), labels...), "outcome")),
 		writeVisible: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "write_to_visible_seconds",
 			Help:    "Time from a recorded write's response (RecordWrite) until the cache reached its resource version.",
 			Buckets: o.WriteVisibleBuckets,
 		}, labels),
 		informers:  map[*cache.FreshInformer]*informerState{},
-		identities: map[string]*cache.FreshInformer{},
+		identities: map[string]*identity{},
 	}
 	for _, c := range []prometheus.Collector{p.waitDuration, p.waits, p.writeVisible, (*scrapeCollector)(p)} {
 		if err := reg.Register(c); err != nil {
@@ -160,14 +232,87 @@ func WithLagProbe(interval time.Duration) func(*Options) {
 	return func(o *Options) { o.LagProbeInterval = interval }
 }
 
-// informerState is one informer's hot-path children and scrape-time memory.
+// WithDetailedMetrics exports the detailed histograms and counters (see
+// Options.Detailed).
+func WithDetailedMetrics() func(*Options) {
+	return func(o *Options) { o.Detailed = true }
+}
+
+// identity is one label set and the informers reporting under it. Its
+// hot-path children are made at their first use (all at once with
+// Detailed), under provider.mu, and never once the last informer stopped,
+// so a late observation cannot bring a deleted series back.
+type identity struct {
+	labels   []string
+	key      string
+	provider *Provider
+	members  []*informerState // guarded by provider.mu
+	gone     bool             // the last member stopped; guarded by provider.mu
+
+	waitDuration atomic.Pointer[prometheus.Observer]
+	writeVisible atomic.Pointer[prometheus.Observer]
+	waits        [len(outcomes)]atomic.Pointer[prometheus.Counter]
+}
+
+// discard receives observations after the identity is gone.
+type discard struct{}
+
+func (discard) Observe(float64) {}
+
+// discarded counts waits after the identity is gone; never registered.
+var discarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "discarded"})
+
+// observer returns the child in ptr, making it from vec the first time.
+func (id *identity) observer(ptr *atomic.Pointer[prometheus.Observer], vec *prometheus.HistogramVec) prometheus.Observer {
+	if o := ptr.Load(); o != nil {
+		return *o
+	}
+	p := id.provider
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return id.observerLocked(ptr, vec)
+}
+
+func (id *identity) observerLocked(ptr *atomic.Pointer[prometheus.Observer], vec *prometheus.HistogramVec) prometheus.Observer {
+	if o := ptr.Load(); o != nil {
+		return *o
+	}
+	if id.gone {
+		return discard{}
+	}
+	o := vec.WithLabelValues(id.labels...)
+	ptr.Store(&o)
+	return o
+}
+
+// counter returns the waits_total child of outcome i, making it the first
+// time.
+func (id *identity) counter(i int) prometheus.Counter {
+	if c := id.waits[i].Load(); c != nil {
+		return *c
+	}
+	p := id.provider
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return id.counterLocked(i)
+}
+
+func (id *identity) counterLocked(i int) prometheus.Counter {
+	if c := id.waits[i].Load(); c != nil {
+		return *c
+	}
+	if id.gone {
+		return discarded
+	}
+	var c prometheus.Counter = id.provider.waits.WithLabelValues(append(append([]string(nil), id.labels...), string(outcomes[i]))...)
+	id.waits[i].Store(&c)
+	return c
+}
+
+// informerState is one informer's scrape-time memory.
 type informerState struct {
-	inf          *cache.FreshInformer
-	labels       []string
-	waitDuration prometheus.Observer
-	waits        map[cache.WaitOutcome]prometheus.Counter
-	writeVisible prometheus.Observer
-	provider     *Provider
+	inf *cache.FreshInformer
+	id  *identity
 
 	// Scrape-time state, guarded by provider.mu.
 	lastRV          string
@@ -177,77 +322,90 @@ type informerState struct {
 	probedAt        time.Time
 }
 
-// Identity returns the label values (resource, namespace, label_selector,
-// field_selector, name) an informer's series carry in p: its scope and its
-// name, made unique within p. It is "", "" ... for an informer p does not
+// Identity returns the label values (resource, informer_namespace,
+// label_selector, field_selector, name) an informer's series carry in p:
+// its scope and its name. It is "", "" ... for an informer p does not
 // report.
 func (p *Provider) Identity(inf *cache.FreshInformer) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.informers[inf]; ok {
-		return append([]string(nil), s.labels...)
+		return append([]string(nil), s.id.labels...)
 	}
 	return make([]string, len(labels))
 }
 
-// identity returns inf's label values, claimed in p.identities. p.mu is held.
-func (p *Provider) identity(inf *cache.FreshInformer) []string {
-	gr, sel := inf.Resource(), inf.Selector()
-	lv := []string{gr.Group + "/" + gr.Resource, sel.Namespace, sel.LabelSelector(), sel.FieldSelector(), inf.Name()}
-	name := inf.Name()
-	for n := 2; ; n++ {
-		key := strings.Join(lv, "\x00")
-		if other, taken := p.identities[key]; !taken || other == inf {
-			p.identities[key] = inf
-			return lv
-		}
-		lv[len(lv)-1] = name + "#" + strconv.Itoa(n)
-	}
+// identityLabels returns inf's label values: its scope and name only, so
+// they do not depend on which informers exist or the order they came in.
+func identityLabels(inf *cache.FreshInformer) []string {
+	sel := inf.Selector()
+	return []string{inf.Resource().String(), sel.Namespace, sel.LabelSelector(), sel.FieldSelector(), inf.Name()}
 }
 
 // InformerMetrics implements cache.MetricsProvider.
 func (p *Provider) InformerMetrics(inf *cache.FreshInformer) cache.InformerMetrics {
+	lv := identityLabels(inf)
+	key := strings.Join(lv, "\x00")
 	p.mu.Lock()
-	lv := p.identity(inf)
-	p.mu.Unlock()
-	s := &informerState{
-		inf:          inf,
-		labels:       lv,
-		waitDuration: p.waitDuration.WithLabelValues(lv...),
-		writeVisible: p.writeVisible.WithLabelValues(lv...),
-		waits:        map[cache.WaitOutcome]prometheus.Counter{},
-		provider:     p,
-		lastProgress: p.opts.Clock.Now(),
+	defer p.mu.Unlock()
+	id := p.identities[key]
+	if id == nil {
+		id = &identity{labels: lv, key: key, provider: p}
+		p.identities[key] = id
+		if p.opts.Detailed {
+			id.observerLocked(&id.waitDuration, p.waitDuration)
+			id.observerLocked(&id.writeVisible, p.writeVisible)
+			for i := range outcomes {
+				id.counterLocked(i)
+			}
+		}
 	}
-	for _, o := range []cache.WaitOutcome{cache.WaitFresh, cache.WaitTimeout, cache.WaitCanceled, cache.WaitStopped, cache.WaitIncomparable} {
-		s.waits[o] = p.waits.WithLabelValues(append(lv, string(o))...)
-	}
-	p.mu.Lock()
+	s := &informerState{inf: inf, id: id, lastProgress: p.opts.Clock.Now()}
+	id.members = append(id.members, s)
 	p.informers[inf] = s
-	p.mu.Unlock()
 	return s
 }
 
+func outcomeIndex(o cache.WaitOutcome) int {
+	for i, x := range outcomes {
+		if x == o {
+			return i
+		}
+	}
+	return len(outcomes) - 1 // unknown: cannot be ordered
+}
+
 func (s *informerState) ObserveWait(outcome cache.WaitOutcome, waited time.Duration) {
-	s.waits[outcome].Inc()
-	s.waitDuration.Observe(waited.Seconds())
+	s.id.counter(outcomeIndex(outcome)).Inc()
+	s.id.observer(&s.id.waitDuration, s.id.provider.waitDuration).Observe(waited.Seconds())
 }
 
 func (s *informerState) ObserveWriteVisible(latency time.Duration) {
-	s.writeVisible.Observe(latency.Seconds())
+	s.id.observer(&s.id.writeVisible, s.id.provider.writeVisible).Observe(latency.Seconds())
 }
 
-// Stopped drops the informer's series: a stopped informer has no lag.
+// Stopped leaves the informer's identity; the last one out drops the
+// series: a stopped informer has no lag.
 func (s *informerState) Stopped() {
-	p := s.provider
+	id, p := s.id, s.id.provider
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	delete(p.informers, s.inf)
-	delete(p.identities, strings.Join(s.labels, "\x00"))
-	p.mu.Unlock()
-	p.waitDuration.DeleteLabelValues(s.labels...)
-	p.writeVisible.DeleteLabelValues(s.labels...)
-	for o := range s.waits {
-		p.waits.DeleteLabelValues(append(s.labels, string(o))...)
+	for i, m := range id.members {
+		if m == s {
+			id.members = append(id.members[:i], id.members[i+1:]...)
+			break
+		}
+	}
+	if len(id.members) > 0 || id.gone {
+		return
+	}
+	id.gone = true
+	delete(p.identities, id.key)
+	p.waitDuration.DeleteLabelValues(id.labels...)
+	p.writeVisible.DeleteLabelValues(id.labels...)
+	for _, o := range outcomes {
+		p.waits.DeleteLabelValues(append(append([]string(nil), id.labels...), string(o))...)
 	}
 }
 
@@ -261,7 +419,7 @@ func desc(name, help string) *prometheus.Desc {
 var (
 	observedRVDesc   = desc("observed_resource_version", "Highest resource version the cache has applied (float64: exact up to 2^53).")
 	lagDesc          = desc("resource_version_lag", "Newest resource version known from the server (stream, recorded writes, optional probe) minus the observed one.")
-	progressAgeDesc  = desc("last_progress_age_seconds", "Seconds since the cache last made progress (its resource version moved, or a bookmark or list arrived), as seen at scrapes.")
+	progressDesc     = desc("last_progress_timestamp_seconds", "Unix time the cache last made progress (its resource version moved, or a bookmark or list arrived), as seen at scrapes; time() minus it is the age.")
 	pendingDesc      = desc("pending_waiters", "WaitForFreshness calls blocked now.")
 	outOfOrderDesc   = desc("out_of_order_rejected_total", "Updates and deletes older than the cached object, rejected.")
 	incomparableDesc = desc("incomparable_objects_total", "Events whose resource version could not be ordered, passed through unguarded.")
@@ -274,59 +432,120 @@ var (
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressAgeDesc, pendingDesc, outOfOrderDesc, incomparableDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc} {
+	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc} {
 		ch <- d
+	}
+	if c.opts.Detailed {
+		ch <- incomparableDesc
 	}
 }
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	p := (*Provider)(c)
 	p.mu.Lock()
-	states := make([]*informerState, 0, len(p.informers))
-	for _, s := range p.informers {
-		states = append(states, s)
+	ids := make([]*identity, 0, len(p.identities))
+	members := make([][]*informerState, 0, len(p.identities))
+	for _, id := range p.identities {
+		ids = append(ids, id)
+		members = append(members, append([]*informerState(nil), id.members...))
 	}
 	p.mu.Unlock()
 	now := p.opts.Clock.Now()
-	for _, s := range states {
-		p.collect(ch, s, now)
+	for i, id := range ids {
+		p.collect(ch, id.labels, members[i], now)
 	}
 }
 
-func (p *Provider) collect(ch chan<- prometheus.Metric, s *informerState, now time.Time) {
+// reading is one informer's values at a scrape.
+type reading struct {
+	observed     freshness.RV
+	hasObserved  bool
+	lag          float64
+	progress     time.Time
+	staleness    time.Duration
+	hasStaleness bool
+	stats        cache.Stats
+}
+
+func (p *Provider) read(s *informerState, now time.Time) reading {
 	inf := s.inf
-	st := inf.Stats()
+	r := reading{stats: inf.Stats()}
 	observed := inf.LastObservedResourceVersion()
 	probed := p.probe(s, now)
 
 	p.mu.Lock()
-	if sum := st.Bookmarks + st.Lists; observed != s.lastRV || sum != s.lastProgressSum {
+	if sum := r.stats.Bookmarks + r.stats.Lists; observed != s.lastRV || sum != s.lastProgressSum {
 		s.lastRV, s.lastProgressSum, s.lastProgress = observed, sum, now
 	}
-	age := now.Sub(s.lastProgress).Seconds()
+	r.progress = s.lastProgress
 	p.mu.Unlock()
 
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.labels...)
-	}
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), s.labels...)
-	}
 	if rv, err := freshness.ParseRV(observed); err == nil {
-		gauge(observedRVDesc, rvFloat(rv))
+		r.observed, r.hasObserved = rv, true
 		newest, _ := freshness.ParseRV(inf.NewestKnownResourceVersion())
 		if pr, err := freshness.ParseRV(probed); err == nil && pr.Compare(newest) > 0 {
 			newest = pr
 		}
-		gauge(lagDesc, lag(newest, rv))
+		r.lag = lag(newest, rv)
 	}
-	gauge(progressAgeDesc, age)
-	if s, ok := inf.Staleness(); ok {
-		gauge(stalenessDesc, s.Seconds())
+	r.staleness, r.hasStaleness = inf.Staleness()
+	return r
+}
+
+// collect sends the scrape-time series of one identity: its informer's,
+// or the worse (gauges) and the sum (counters) of alike informers'.
+func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*informerState, now time.Time) {
+	if len(members) == 0 {
+		return
 	}
+	var agg reading
+	for i, s := range members {
+		r := p.read(s, now)
+		if i == 0 {
+			agg = r
+			continue
+		}
+		if r.hasObserved && (!agg.hasObserved || r.observed.Compare(agg.observed) < 0) {
+			agg.observed, agg.hasObserved = r.observed, true
+		}
+		agg.lag = max(agg.lag, r.lag)
+		if r.progress.Before(agg.progress) {
+			agg.progress = r.progress
+		}
+		if r.hasStaleness && (!agg.hasStaleness || r.staleness > agg.staleness) {
+			agg.staleness, agg.hasStaleness = r.staleness, true
+		}
+		a, b := &agg.stats, r.stats
+		a.PendingWaiters += b.PendingWaiters
+		a.OutOfOrderRejected += b.OutOfOrderRejected
+		a.IncomparableObjects += b.IncomparableObjects
+		a.StaleListsRefused += b.StaleListsRefused
+		a.Regressions += b.Regressions
+		a.Bookmarks += b.Bookmarks
+		a.Lists += b.Lists
+		a.Watches += b.Watches
+	}
+
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	if agg.hasObserved {
+		gauge(observedRVDesc, rvFloat(agg.observed))
+		gauge(lagDesc, agg.lag)
+	}
+	gauge(progressDesc, float64(agg.progress.UnixNano())/1e9)
+	if agg.hasStaleness {
+		gauge(stalenessDesc, agg.staleness.Seconds())
+	}
+	st := agg.stats
 	gauge(pendingDesc, float64(st.PendingWaiters))
 	counter(outOfOrderDesc, st.OutOfOrderRejected)
-	counter(incomparableDesc, st.IncomparableObjects)
+	if p.opts.Detailed {
+		counter(incomparableDesc, st.IncomparableObjects)
+	}
 	counter(staleListsDesc, st.StaleListsRefused)
 	counter(regressionsDesc, st.Regressions)
 	counter(bookmarksDesc, st.Bookmarks)

@@ -87,7 +87,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 func TestInformerMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	clock := testingclock.NewFakeClock(time.Now())
+	clock := testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)) // whole seconds: exact as a float
 	p, err := NewProvider(reg, func(o *Options) { o.Clock = clock })
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestInformerMetrics(t *testing.T) {
 	s := newStream("10")
 	inf := cache.NewSharedIndexInformer(s, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithName("demo"))
 	run(t, inf, s)
-	lv := []string{"/configmaps", "", "", "", "demo"}
+	lv := []string{"configmaps", "", "", "", "demo"}
 	ctx := context.Background()
 
 	if err := inf.WaitForFreshness(ctx, "10"); err != nil {
@@ -120,13 +120,13 @@ func TestInformerMetrics(t *testing.T) {
 	expect := `
 # HELP freshinformer_observed_resource_version Highest resource version the cache has applied (float64: exact up to 2^53).
 # TYPE freshinformer_observed_resource_version gauge
-freshinformer_observed_resource_version{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 15
+freshinformer_observed_resource_version{field_selector="",informer_namespace="",label_selector="",name="demo",resource="configmaps"} 15
 # HELP freshinformer_resource_version_lag Newest resource version known from the server (stream, recorded writes, optional probe) minus the observed one.
 # TYPE freshinformer_resource_version_lag gauge
-freshinformer_resource_version_lag{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 5
+freshinformer_resource_version_lag{field_selector="",informer_namespace="",label_selector="",name="demo",resource="configmaps"} 5
 # HELP freshinformer_bookmarks_total Watch bookmarks applied.
 # TYPE freshinformer_bookmarks_total counter
-freshinformer_bookmarks_total{field_selector="",label_selector="",name="demo",namespace="",resource="/configmaps"} 1
+freshinformer_bookmarks_total{field_selector="",informer_namespace="",label_selector="",name="demo",resource="configmaps"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expect), "freshinformer_observed_resource_version", "freshinformer_resource_version_lag", "freshinformer_bookmarks_total"); err != nil {
 		t.Fatal(err)
@@ -157,17 +157,22 @@ freshinformer_bookmarks_total{field_selector="",label_selector="",name="demo",na
 		t.Fatalf("lag after catching up = %v", got)
 	}
 
-	// Progress age grows while nothing happens, and resets on progress.
+	// The progress timestamp stays while nothing happens, and moves on
+	// progress.
+	progressed := float64(clock.Now().Unix())
+	if got := gathered(t, reg, "freshinformer_last_progress_timestamp_seconds"); got != progressed {
+		t.Fatalf("progress timestamp = %v, want %v", got, progressed)
+	}
 	clock.Step(90 * time.Second)
-	if got := gathered(t, reg, "freshinformer_last_progress_age_seconds"); got != 90 {
-		t.Fatalf("progress age = %v, want 90", got)
+	if got := gathered(t, reg, "freshinformer_last_progress_timestamp_seconds"); got != progressed {
+		t.Fatalf("progress timestamp without progress = %v, want %v", got, progressed)
 	}
 	s.watcher.Action(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "30"}})
 	if err := inf.WaitForFreshness(ctx, "30"); err != nil {
 		t.Fatal(err)
 	}
-	if got := gathered(t, reg, "freshinformer_last_progress_age_seconds"); got != 0 {
-		t.Fatalf("progress age after a bookmark = %v, want 0", got)
+	if got := gathered(t, reg, "freshinformer_last_progress_timestamp_seconds"); got != progressed+90 {
+		t.Fatalf("progress timestamp after a bookmark = %v, want %v", got, progressed+90)
 	}
 
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {

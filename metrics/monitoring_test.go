@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,8 +18,9 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 )
 
-// exportedNames lists every series name the Provider exports, histogram
-// suffixes included.
+// exportedNames lists every series name the Provider exports by default,
+// histogram suffixes included: the dashboard and alerts must work without
+// WithDetailedMetrics.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -27,9 +29,10 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	inf := cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
-	if err := inf.RecordWrite("1"); err != nil { // gives the histograms a series
-		t.Fatal(err)
-	}
+	// Give the histograms and waits_total a series, as a wait and a
+	// recorded write would.
+	p.informers[inf].ObserveWait(cache.WaitFresh, 0)
+	p.informers[inf].ObserveWriteVisible(0)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +132,7 @@ func TestAlertRulesUseOnlyExportedMetrics(t *testing.T) {
 	}
 }
 
-// promtool runs Prometheus's own checks. `make test` installs promtool and
+// promtool runs Prometheus's own checks. `make test PROMTOOL=1` installs promtool and
 // sets FRESHINFORMER_REQUIRE_PROMTOOL so a missing one fails there; a bare
 // `go test` without it skips.
 func promtool(t *testing.T, args ...string) {
@@ -137,9 +140,9 @@ func promtool(t *testing.T, args ...string) {
 	path, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("FRESHINFORMER_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool not found (make test installs it: Debian package prometheus)")
+			t.Fatal("promtool not found (make test PROMTOOL=1 installs it: Debian package prometheus)")
 		}
-		t.Skip("promtool not installed; make test runs this check")
+		t.Skip("promtool not installed: make test PROMTOOL=1 installs it and runs this check")
 	}
 	out, err := exec.Command(path, args...).CombinedOutput()
 	if err != nil {
@@ -157,7 +160,7 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 func TestDashboardQueriesParse(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
-	vars := strings.NewReplacer("$__rate_interval", "5m", "$resource", ".*", "$name", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$job", ".*", "$resource", ".*", "$name", ".*")
 	for i, p := range loadDashboard(t).Panels {
 		for j, tg := range p.Targets {
 			expr, _ := json.Marshal(vars.Replace(tg.Expr))
@@ -169,4 +172,24 @@ func TestDashboardQueriesParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	promtool(t, "check", "rules", file)
+}
+
+// Two controllers using the library must not merge into one alert: every
+// aggregation in the rules keeps job (and namespace, the target's).
+func TestAlertAggregationsKeepJob(t *testing.T) {
+	raw, err := os.ReadFile("monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := regexp.MustCompile(`by \(([^)]*)\)`)
+	found := by.FindAllStringSubmatch(string(raw), -1)
+	if len(found) == 0 {
+		t.Fatal("alerts.yaml has no aggregation")
+	}
+	for _, m := range found {
+		ls := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
+		if !slices.Contains(ls, "job") || !slices.Contains(ls, "namespace") {
+			t.Errorf("alerts.yaml aggregates %q without job and namespace", m[0])
+		}
+	}
 }
