@@ -527,6 +527,8 @@ func isExpired(err error) bool {
 // requestRelist has the Reflector relist (see reflector.Guard.RequestRelist):
 // the list's resource version then becomes the applied one in stream order.
 func (f *FreshInformer) requestRelist() {
-	f.quiet.relists.Add(1)
+	if !f.guard.RelistPending() { // a probe that finds one pending asks for no other
+		f.quiet.relists.Add(1)
+	}
 	f.guard.RequestRelist()
 }
