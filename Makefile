@@ -135,3 +135,18 @@ soak-heap: bins ## A controller with write recording, requeue and metrics on a r
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/heapsoak ./cmd/heapsoak && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/heapsoak $(HEAPSOAK_ARGS)
+
+# --- modules and supported versions (hack/, docs/releasing.md) -------------
+.PHONY: compat scratch apidiff tidy
+
+compat: ## Each module alone, built, vetted and unit-tested on every supported client-go / controller-runtime combination (hack/lib.sh).
+	GO=$(GO) hack/compat-matrix.sh
+
+scratch: ## From an empty module: go get both modules (served from the working tree), build and run the README's code on every combination.
+	GO=$(GO) hack/scratch-module.sh
+
+apidiff: ## No incompatible API change since each module's latest release tag (or REF=<git ref>).
+	GO=$(GO) hack/apidiff.sh $(REF)
+
+tidy: ## go mod tidy in every module (go mod tidy ignores go.work).
+	GO=$(GO) hack/tidy.sh

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +76,21 @@ func TestHandlerPanicIsRecoveredAndSkipped(t *testing.T) {
 	waitFresh(t, inf, "12")
 }
 
+// shutDownEventHandler is client-go 0.37's toolscache.ShutDownEventHandler
+// (0.36 has none): remove the handler, then wait on the registration's
+// ShutdownChan, which that helper requires.
+func shutDownEventHandler(inf toolscache.SharedInformer, reg toolscache.ResourceEventHandlerRegistration) error {
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		return err
+	}
+	s, ok := reg.(interface{ ShutdownChan() <-chan struct{} })
+	if !ok {
+		return fmt.Errorf("registration %T has no ShutdownChan", reg)
+	}
+	<-s.ShutdownChan()
+	return nil
+}
+
 func TestShutDownEventHandler(t *testing.T) {
 	t.Run("before the informer runs", func(t *testing.T) {
 		lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
@@ -84,7 +100,7 @@ func TestShutDownEventHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
-		go func() { done <- toolscache.ShutDownEventHandler(inf, reg) }()
+		go func() { done <- shutDownEventHandler(inf, reg) }()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -102,7 +118,7 @@ func TestShutDownEventHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.waitFor(t, 1)
-		if err := toolscache.ShutDownEventHandler(inf, reg); err != nil {
+		if err := shutDownEventHandler(inf, reg); err != nil {
 			t.Fatalf("ShutDownEventHandler: %v", err)
 		}
 		w.Modify(cm("a", "11"))

@@ -18,13 +18,14 @@ import (
 )
 
 // The factory is a drop-in for client-go's: code written for
-// informers.SharedInformerFactory takes it unchanged, and a write's
+// informers.SharedInformerFactory takes it unchanged (on client-go 0.37,
+// whose interface adds Lifecycle(), see the factory's doc), and a write's
 // resource version can be waited for with one call.
 func ExampleNewSharedInformerFactory() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := freshtest.NewClientset() // a real clientset in production
-	var factory informers.SharedInformerFactory = cache.NewSharedInformerFactory(client, 0)
+	factory := cache.NewSharedInformerFactory(client, 0)
 	cms := factory.Core().V1().ConfigMaps()
 	informer, lister := cms.Informer(), cms.Lister()
 	factory.Start(ctx.Done())

@@ -197,12 +197,28 @@ func (s *informerSet[K]) fresh(match func(*FreshInformer) bool) []*FreshInformer
 // unchanged (factory.Core().V1().Pods().Informer(), .Lister(), Start,
 // WaitForCacheSync, Shutdown, InformerFor, ForResource), and gains
 // WaitForFreshness per resource.
+//
+// It is an informers.SharedInformerFactory on every client-go this module
+// supports. Its own accessors cover the API groups of the lowest (0.36);
+// the groups newer client-go releases add (0.37's Lifecycle()) come from
+// an embedded client-go factory, since Go cannot add a method only when a
+// newer client-go is built in. Their informers are client-go's, without
+// freshness (Start, WaitForCacheSync and Shutdown cover them); for
+// FreshInformers of such a group, use the group's own constructor over
+// this factory, lifecycle.New(factory, namespace, tweak).
 type SharedInformerFactory struct {
+	newerGroups
+
 	client        kubernetes.Interface
 	defaultResync time.Duration
 	opts          factoryOptions
 	set           informerSet[reflect.Type]
 }
+
+// newerGroups is client-go's own factory interface: embedded, it lends
+// SharedInformerFactory the group accessors of client-go releases newer
+// than the lowest supported (its own methods shadow the others).
+type newerGroups = informers.SharedInformerFactory
 
 var _ informers.SharedInformerFactory = &SharedInformerFactory{}
 
@@ -214,7 +230,17 @@ func NewSharedInformerFactory(client kubernetes.Interface, defaultResync time.Du
 
 // NewSharedInformerFactoryWithOptions returns a factory configured by opts.
 func NewSharedInformerFactoryWithOptions(client kubernetes.Interface, defaultResync time.Duration, opts ...FactoryOption) *SharedInformerFactory {
-	return &SharedInformerFactory{client: client, defaultResync: defaultResync, opts: newFactoryOptions(opts)}
+	o := newFactoryOptions(opts)
+	newer := []informers.SharedInformerOption{informers.WithNamespace(o.namespace), informers.WithTweakListOptions(o.tweakListOptions)}
+	if o.transform != nil {
+		newer = append(newer, informers.WithTransform(o.transform))
+	}
+	return &SharedInformerFactory{
+		newerGroups:   informers.NewSharedInformerFactoryWithOptions(client, defaultResync, newer...),
+		client:        client,
+		defaultResync: defaultResync,
+		opts:          o,
+	}
 }
 
 // InformerFor returns the factory's informer for obj's type, making it if
@@ -347,11 +373,21 @@ func (f *SharedInformerFactory) Start(stopCh <-chan struct{}) {
 }
 
 // StartWithContext is Start with a context: the informers stop when it ends.
-func (f *SharedInformerFactory) StartWithContext(ctx context.Context) { f.set.start(ctx) }
+func (f *SharedInformerFactory) StartWithContext(ctx context.Context) {
+	f.set.start(ctx)
+	if f.newerGroups != nil {
+		f.newerGroups.StartWithContext(ctx)
+	}
+}
 
 // Shutdown waits for every started informer to stop (after the context or
 // channel given to Start ends) and makes later Starts do nothing.
-func (f *SharedInformerFactory) Shutdown() { f.set.shutdown() }
+func (f *SharedInformerFactory) Shutdown() {
+	f.set.shutdown()
+	if f.newerGroups != nil {
+		f.newerGroups.Shutdown()
+	}
+}
 
 // WaitForCacheSync waits for every started informer to sync.
 func (f *SharedInformerFactory) WaitForCacheSync(stopCh <-chan struct{}) map[reflect.Type]bool {
@@ -362,6 +398,18 @@ func (f *SharedInformerFactory) WaitForCacheSync(stopCh <-chan struct{}) map[ref
 // informer to sync.
 func (f *SharedInformerFactory) WaitForCacheSyncWithContext(ctx context.Context) toolscache.SyncResult {
 	synced, err := f.set.waitForCacheSync(ctx)
+	if f.newerGroups != nil {
+		newer := f.newerGroups.WaitForCacheSyncWithContext(ctx)
+		for t, ok := range newer.Synced {
+			if synced == nil {
+				synced = map[reflect.Type]bool{}
+			}
+			synced[t] = ok
+		}
+		if err == nil {
+			err = newer.Err
+		}
+	}
 	return toolscache.SyncResult{Synced: synced, Err: err}
 }
 

@@ -15,7 +15,6 @@ import (
 	events "k8s.io/client-go/informers/events"
 	extensions "k8s.io/client-go/informers/extensions"
 	flowcontrol "k8s.io/client-go/informers/flowcontrol"
-	lifecycle "k8s.io/client-go/informers/lifecycle"
 	networking "k8s.io/client-go/informers/networking"
 	node "k8s.io/client-go/informers/node"
 	policy "k8s.io/client-go/informers/policy"
@@ -88,11 +87,6 @@ func (f *SharedInformerFactory) Extensions() extensions.Interface {
 // Flowcontrol returns informers for the flowcontrol API group.
 func (f *SharedInformerFactory) Flowcontrol() flowcontrol.Interface {
 	return flowcontrol.New(f, f.opts.namespace, f.opts.tweakListOptions)
-}
-
-// Lifecycle returns informers for the lifecycle API group.
-func (f *SharedInformerFactory) Lifecycle() lifecycle.Interface {
-	return lifecycle.New(f, f.opts.namespace, f.opts.tweakListOptions)
 }
 
 // Networking returns informers for the networking API group.

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -15,13 +16,27 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/informers/apps"
+	"k8s.io/client-go/informers/core"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
+// clientGoFactory is what consumer uses of client-go's
+// informers.SharedInformerFactory. The whole interface is not named:
+// client-go 0.37's has Lifecycle(), which the factory lacks
+// (TestFactoryHasClientGoFactoryMethods checks the rest of it).
+type clientGoFactory interface {
+	Core() core.Interface
+	Apps() apps.Interface
+	ForResource(schema.GroupVersionResource) (informers.GenericInformer, error)
+	Start(<-chan struct{})
+	WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
+}
+
 // consumer is code written for client-go's factory interface.
-func consumer(ctx context.Context, t *testing.T, f informers.SharedInformerFactory) {
+func consumer(ctx context.Context, t *testing.T, f clientGoFactory) {
 	t.Helper()
 	podLister := f.Core().V1().Pods().Lister()
 	deployInformer := f.Apps().V1().Deployments().Informer()

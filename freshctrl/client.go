@@ -110,7 +110,8 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // Options.Timeout, and fail with a *NotFreshError. A write no informer can
 // see (outside every namespace and selector) is not waited for. Per
 // request, client.DisableReadYourWritesConsistency turns it off, as it does
-// for controller-runtime's own option.
+// for controller-runtime's own option (controller-runtime v0.25 and later;
+// v0.24 has no such option).
 //
 // Read-your-writes needs the cache reader to be NewCache's cache (set
 // both manager fields). With any other reader NewClient returns
@@ -119,8 +120,8 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // read-your-writes is off. With no cache
 // reader the client reads from the server and NewClient returns
 // client.New's client. With NewCache's cache,
-// CacheOptions.EnableReadYourWritesConsistency is turned off: this client
-// replaces it.
+// CacheOptions.EnableReadYourWritesConsistency (v0.25) is turned off: this
+// client replaces it.
 //
 // Memory: the client keeps the writes reads may still wait for, at most
 // 1024 per kind written, each for at most a minute on its own; older or
@@ -144,7 +145,7 @@ func (o Options) NewClient(config *rest.Config, options client.Options) (client.
 		return client.New(config, options)
 	}
 	co := *options.Cache
-	co.EnableReadYourWritesConsistency = nil
+	turnOffUpstreamReadYourWrites(&co)
 	options.Cache = &co
 	inner, err := client.New(config, options)
 	if err != nil {
@@ -420,7 +421,7 @@ func (c *freshClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 	for i, o := range opts {
 		all[i] = o
 	}
-	ro := c.readOptions(all, (&client.GetOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency)
+	ro := c.readOptions(all, optedOut((&client.GetOptions{}).ApplyOptions(opts)))
 	if !ro.optOut {
 		gvk, err := c.GroupVersionKindFor(obj)
 		if err != nil {
@@ -444,7 +445,7 @@ func (c *freshClient) List(ctx context.Context, list client.ObjectList, opts ...
 		all[i] = o
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	ro := c.readOptions(all, lo.DisableReadYourWritesConsistency)
+	ro := c.readOptions(all, optedOut(lo))
 	if !ro.optOut {
 		gvk, err := c.GroupVersionKindFor(list)
 		if err != nil {
@@ -693,7 +694,7 @@ func (c *freshClient) Create(ctx context.Context, obj client.Object, opts ...cli
 	if err := c.Client.Create(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if !(&client.CreateOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.CreateOptions{}).ApplyOptions(opts)) {
 		c.record(obj)
 	}
 	return nil
@@ -704,7 +705,7 @@ func (c *freshClient) Update(ctx context.Context, obj client.Object, opts ...cli
 	if err := c.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if !(&client.UpdateOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.UpdateOptions{}).ApplyOptions(opts)) {
 		c.record(obj)
 	}
 	return nil
@@ -715,7 +716,7 @@ func (c *freshClient) Patch(ctx context.Context, obj client.Object, patch client
 	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	if !(&client.PatchOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.PatchOptions{}).ApplyOptions(opts)) {
 		c.record(obj)
 	}
 	return nil
@@ -727,7 +728,7 @@ func (c *freshClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration,
 	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if !(&client.ApplyOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.ApplyOptions{}).ApplyOptions(opts)) {
 		c.recordApplied(obj)
 	}
 	return nil
@@ -785,7 +786,7 @@ func (c *freshClient) Delete(ctx context.Context, obj client.Object, opts ...cli
 	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if do.DisableReadYourWritesConsistency {
+	if optedOut(do) {
 		return nil
 	}
 	gvk, err := c.GroupVersionKindFor(obj)
@@ -847,7 +848,7 @@ func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts 
 	if err := s.SubResourceClient.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if !(&client.SubResourceUpdateOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.SubResourceUpdateOptions{}).ApplyOptions(opts)) {
 		s.c.record(obj)
 	}
 	return nil
@@ -858,7 +859,7 @@ func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch 
 	if err := s.SubResourceClient.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	if !(&client.SubResourcePatchOptions{}).ApplyOptions(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.SubResourcePatchOptions{}).ApplyOptions(opts)) {
 		s.c.record(obj)
 	}
 	return nil
@@ -869,7 +870,7 @@ func (s *subResourceClient) Apply(ctx context.Context, obj runtime.ApplyConfigur
 	if err := s.SubResourceClient.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if !(&client.SubResourceApplyOptions{}).ApplyOpts(opts).DisableReadYourWritesConsistency {
+	if !optedOut((&client.SubResourceApplyOptions{}).ApplyOpts(opts)) {
 		s.c.recordApplied(obj)
 	}
 	return nil

@@ -169,7 +169,7 @@ func update(t *testing.T, c client.Client, ns, name string, opts ...client.Updat
 	t.Helper()
 	ctx := waitCtx(t)
 	obj := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj, client.DisableReadYourWritesConsistency); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj, disableReadYourWrites); err != nil {
 		t.Fatal(err)
 	}
 	obj.Data = map[string]string{"n": obj.ResourceVersion}
@@ -315,16 +315,17 @@ func TestMultiNamespaceWaitsPerInformer(t *testing.T) {
 // TestOptOut: client.DisableReadYourWritesConsistency on a read skips the
 // wait; on a write, later reads do not wait for it.
 func TestOptOut(t *testing.T) {
+	requireOptOut(t)
 	inf := startInformer(t, Scope{}, "900")
 	c := newTestClient(t, 20*time.Second, []*testInformer{inf}, cm("a", "x", "", nil), cm("a", "y", "", nil))
 	w := update(t, c, "a", "x")
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(w), &corev1.ConfigMap{}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(w), &corev1.ConfigMap{}, disableReadYourWrites); err != nil {
 		t.Errorf("opted-out Get: %v", err)
 	}
-	if err := c.List(context.Background(), &corev1.ConfigMapList{}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := c.List(context.Background(), &corev1.ConfigMapList{}, disableReadYourWrites); err != nil {
 		t.Errorf("opted-out List: %v", err)
 	}
-	w2 := update(t, c, "a", "y", client.DisableReadYourWritesConsistency)
+	w2 := update(t, c, "a", "y", disableReadYourWrites)
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(w2), &corev1.ConfigMap{}, FailIfNotFresh); err != nil {
 		t.Errorf("Get after an opted-out write: %v", err)
 	}

@@ -57,7 +57,8 @@
 //     until the context ends. freshctrl checks each write against each
 //     informer's scope and does not wait for one no informer can see.
 //   - Opt-out: the same per-request client.DisableReadYourWritesConsistency
-//     option works here, on reads and writes.
+//     option works here, on reads and writes (controller-runtime v0.24,
+//     which freshctrl also supports, has none).
 //   - Metrics: one wait histogram for all resources; freshctrl reports per
 //     informer (wait duration and outcome, write-to-visible latency, lag,
 //     guards), see package metrics.

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/freshinformer/freshinformer/apipath"
 	fcache "github.com/freshinformer/freshinformer/cache"
-	"github.com/freshinformer/freshinformer/internal/apipath"
 )
 
 // Scope is what one informer lists and watches: a namespace (or all) and

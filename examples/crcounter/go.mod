@@ -8,7 +8,7 @@ replace (
 )
 
 require (
-	github.com/freshinformer/freshinformer v0.0.0-00010101000000-000000000000
+	github.com/freshinformer/freshinformer v0.1.0
 	github.com/freshinformer/freshinformer/freshctrl v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
 	k8s.io/api v0.37.2

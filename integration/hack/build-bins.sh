@@ -48,7 +48,7 @@ build_etcdutl() {
 	log "building etcdutl from Go modules (integration/tools/etcdutl) into $dir"
 	local s=$SECONDS t
 	t=$(mktemp "$dir/.etcdutl.XXXXXX")
-	(cd "$etcdutl_mod" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+	(cd "$etcdutl_mod" && GOWORK=off CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
 		$GO build -trimpath -ldflags "$ETCD_LDFLAGS" -o "$t" go.etcd.io/etcd/etcdutl/v3) || { rm -f "$t"; return 1; }
 	"$t" version >/dev/null
 	rm -f "$dir"/.etcdutl-*
@@ -86,7 +86,8 @@ start=$SECONDS
 cd "$tools"
 # Static, reproducible binaries; -mod=readonly so a stale go.mod fails loudly
 # instead of being rewritten.
-export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
+# GOWORK=off: the tools modules are not in the repository's go.work.
+export GOWORK=off CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
 
 log "downloading modules"
 $GO mod download

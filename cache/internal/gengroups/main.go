@@ -1,8 +1,9 @@
 // Command gengroups writes cache/factory_groups.go: the API group accessors
 // of client-go's informers.SharedInformerFactory (Core(), Apps(), ...),
 // each handing the freshinformer factory to client-go's group package, as
-// client-go's own factory does. It reads the groups off the interface, so
-// the file follows the client-go version in go.mod:
+// client-go's own factory does. It reads the groups off the interface, less
+// those newer than the lowest supported client-go (newerThanFloor), so the
+// file is the same on every supported client-go:
 //
 //	go generate ./cache/
 package main
@@ -35,6 +36,16 @@ func main() {
 	}
 }
 
+// newerThanFloor names the accessors that only client-go versions newer
+// than go.mod's (the lowest supported) have. The factory leaves them out:
+// the module cannot import their packages, or go mod tidy would raise
+// client-go in go.mod (build constraints do not help: tidy reads every
+// file). Drop an entry when the lowest supported client-go has it; keep
+// cache/factory_versions_test.go's newerGroups the same.
+var newerThanFloor = map[string]bool{
+	"Lifecycle": true, // client-go 0.37
+}
+
 type group struct {
 	method, pkg, path string
 }
@@ -46,6 +57,9 @@ func Generate() ([]byte, error) {
 	for i := range t.NumMethod() {
 		m := t.Method(i)
 		if m.Type.NumIn() != 0 || m.Type.NumOut() != 1 {
+			continue
+		}
+		if newerThanFloor[m.Name] {
 			continue
 		}
 		out := m.Type.Out(0)
