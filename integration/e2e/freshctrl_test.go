@@ -185,8 +185,8 @@ func TestFreshctrlManager(t *testing.T) {
 		t.Fatalf("no freshinformer_observed_resource_version in /metrics")
 	}
 	want := map[string]bool{
-		"/configmaps|ns=" + nsA: false, "/configmaps|ns=" + nsB: false,
-		"/secrets|ns=" + nsA + ",labels=app=web": false, "/secrets|ns=" + nsB + ",labels=app=web": false,
+		"configmaps|ns=" + nsA: false, "configmaps|ns=" + nsB: false,
+		"secrets|ns=" + nsA + ",labels=app=web": false, "secrets|ns=" + nsB + ",labels=app=web": false,
 	}
 	for _, m := range observed.GetMetric() {
 		lv := map[string]string{}
