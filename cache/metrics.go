@@ -109,7 +109,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
 	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
-		f.visibility().record(f, parsed, time.Now())
+		f.visible.record(f, parsed, time.Now())
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ const maxPendingWriteSamples = 256
 // registered one is reached: a little late, never early. Writes pending
 // when the tracker stops or becomes incomparable are dropped, unobserved.
 type writeVisibility struct {
-	mu      sync.Mutex
+	mu      sync.Mutex    // guards pending and armed; taken before the tracker's, never under the informer's
 	pending []writeSample // ascending resource versions
 	armed   bool          // a tracker callback is registered
 }
@@ -210,9 +210,6 @@ func (v *writeVisibility) pendingSamples() (int, bool) {
 	defer v.mu.Unlock()
 	return len(v.pending), v.armed
 }
-
-// visibility returns f's writeVisibility.
-func (f *FreshInformer) visibility() *writeVisibility { return &f.visible }
 
 // ProbeResourceVersion asks the server for the resource's current
 // resource version: a consistent list with limit=1 through the informer's

@@ -92,13 +92,13 @@ func TestRecordWriteSamplesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, armed := inf.visibility().pendingSamples(); n != maxPendingWriteSamples || !armed {
+	if n, armed := inf.visible.pendingSamples(); n != maxPendingWriteSamples || !armed {
 		t.Fatalf("after 100000 unreached writes: %d samples (armed %v), want %d", n, armed, maxPendingWriteSamples)
 	}
 	// The newest are kept: reaching them observes every one.
 	w.Add(cm("a", strconv.Itoa(100+100_000)))
 	m.waitCount(t, maxPendingWriteSamples)
-	if n, armed := inf.visibility().pendingSamples(); n != 0 || armed {
+	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
 		t.Fatalf("after the cache reached every write: %d samples (armed %v)", n, armed)
 	}
 	if err := inf.RecordWrite("1000000"); err != nil {
@@ -106,7 +106,7 @@ func TestRecordWriteSamplesBounded(t *testing.T) {
 	}
 	stopFuncs := mustStop(t, inf)
 	stopFuncs()
-	if n, armed := inf.visibility().pendingSamples(); n != 0 || armed {
+	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
 		t.Fatalf("after stop: %d samples (armed %v)", n, armed)
 	}
 	if m.count() != maxPendingWriteSamples {
@@ -148,14 +148,14 @@ func TestRecordWriteObservesEachWrite(t *testing.T) {
 	m.waitCount(t, 3)
 
 	record("15", "13", "13", "14")
-	if n, armed := inf.visibility().pendingSamples(); n != 3 || !armed {
+	if n, armed := inf.visible.pendingSamples(); n != 3 || !armed {
 		t.Fatalf("pending: %d (armed %v), want 3: 13 once", n, armed)
 	}
 	w.Add(cm("b", "13"))
 	w.Add(cm("b", "14"))
 	w.Add(cm("c", "15"))
 	m.waitCount(t, 6)
-	if n, armed := inf.visibility().pendingSamples(); n != 0 || armed {
+	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
 		t.Fatalf("after the cache reached every write: %d samples (armed %v)", n, armed)
 	}
 }
