@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -222,7 +223,7 @@ func TestRefusedWatchListIsStoppedAndCountedOnce(t *testing.T) {
 // WatchErrorHandler flattened by client-go (%v); the informer restores its
 // chain, and the default handler does not report it.
 func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
-	g := reflector.NewGuard(reflector.Options{InitialFloor: mustRV(t, "100")})
+	g := guard.New(guard.Options{InitialFloor: mustRV(t, "100")})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	refusal := q.Replace(nil, "50")

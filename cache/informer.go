@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -44,7 +45,7 @@ type FreshInformer struct {
 	clock       clock.Clock
 	indexer     toolscache.Indexer
 	tracker     freshness.Tracker
-	guard       *reflector.Guard
+	guard       *guard.Guard
 	processor   *processor
 	metrics     InformerMetrics // nil without WithMetrics
 	quietDelay  time.Duration   // WithQuietProbeDelay
@@ -132,7 +133,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	}
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
-	f.guard = reflector.NewGuard(reflector.Options{
+	f.guard = guard.New(guard.Options{
 		Floor:                 f.appliedFloor,
 		InitialFloor:          initialFloor,
 		ConsistentInitialList: options.ConsistentInitialList,
@@ -335,7 +336,7 @@ func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, 
 // replica catches up. client-go's Reflector flattens a list error with %v
 // on the list+watch path; the Guard restores it, so errors.Is(err,
 // reflector.ErrStaleList) holds in the user's handler too.
-func watchErrorHandler(g *reflector.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
+func watchErrorHandler(g *guard.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *toolscache.Reflector, err error) {
 		err = g.ClassifyError(err)
 		switch {

@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -464,7 +465,7 @@ func TestStaleListErrorsAreNotReportedAsFailures(t *testing.T) {
 	record := func(_ context.Context, _ *toolscache.Reflector, err error) { reported = append(reported, err) }
 	// client-go's default handler dereferences the Reflector: with nil it
 	// panics unless the stale list is skipped.
-	g := reflector.NewGuard(reflector.Options{})
+	g := guard.New(guard.Options{})
 	watchErrorHandler(g, nil)(context.Background(), nil, &reflector.StaleListError{ListResourceVersion: "1", Floor: "2"})
 	watchErrorHandler(g, record)(context.Background(), nil, errors.New("boom"))
 	if len(reported) != 1 {

@@ -1,8 +1,9 @@
-package reflector
+package guard
 
 import (
 	"context"
 	"errors"
+	"github.com/freshinformer/freshinformer/reflector"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func (r *recordingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 
 func TestListerWatcherRaisesToFloor(t *testing.T) {
 	inner := &recordingLW{}
-	g := NewGuard(Options{Floor: floorAt("100")})
+	g := New(Options{Floor: floorAt("100")})
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	ctx := context.Background()
 	for _, o := range []metav1.ListOptions{
@@ -96,7 +97,7 @@ type watchListUnsupported struct{ recordingLW }
 func (watchListUnsupported) IsWatchListSemanticsUnSupported() bool { return true }
 
 func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
-	g := NewGuard(Options{Floor: floorAt("1")})
+	g := New(Options{Floor: floorAt("1")})
 	type unsupported interface{ IsWatchListSemanticsUnSupported() bool }
 	if g.ListerWatcher(&watchListUnsupported{}).(unsupported).IsWatchListSemanticsUnSupported() != true {
 		t.Error("did not forward an inner 'unsupported'")
@@ -108,11 +109,11 @@ func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
 
 func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Now())
-	var got []Regression
-	g := NewGuard(Options{
+	var got []reflector.Regression
+	g := New(Options{
 		Floor:                 floorAt("100"),
 		AcceptRegressionAfter: time.Minute,
-		OnRegression:          func(r Regression) { got = append(got, r) },
+		OnRegression:          func(r reflector.Regression) { got = append(got, r) },
 		Clock:                 clock,
 	})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -121,12 +122,12 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 		t.Fatalf("list at the floor refused: %v", err)
 	}
 	err := q.Replace(nil, "90")
-	var se *StaleListError
-	if !errors.Is(err, ErrStaleList) || !errors.As(err, &se) || se.ListResourceVersion != "90" || se.Floor != "100" || se.Refused != 1 {
+	var se *reflector.StaleListError
+	if !errors.Is(err, reflector.ErrStaleList) || !errors.As(err, &se) || se.ListResourceVersion != "90" || se.Floor != "100" || se.Refused != 1 {
 		t.Fatalf("stale list: %v", err)
 	}
 	clock.Step(30 * time.Second)
-	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "90"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("stale list within the bound accepted: %v", err)
 	}
 	clock.Step(31 * time.Second)
@@ -146,7 +147,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 		t.Fatal("TakeDeclared(90) = false")
 	}
 	// The streak starts over: the next stale list is refused again.
-	if err := q.Replace(nil, "90"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "90"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("first stale list of a new streak: %v", err)
 	}
 	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 2 {
@@ -163,7 +164,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 }
 
 func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
-	g := NewGuard(Options{Floor: func() freshness.RV { return freshness.RV{} }})
+	g := New(Options{Floor: func() freshness.RV { return freshness.RV{} }})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	if err := q.Replace(nil, "1"); err != nil {
@@ -175,7 +176,7 @@ func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
 // (whoever ended the stream), and again for the next one; a stream the
 // Guard stops for a relist counts as stopped too.
 func TestWatchOpen(t *testing.T) {
-	g := NewGuard(Options{Floor: floorAt("100")})
+	g := New(Options{Floor: floorAt("100")})
 	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
 	if g.WatchOpen() {
 		t.Fatal("WatchOpen before any watch")

@@ -1,9 +1,8 @@
-package reflector
+package guard
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,112 +18,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/reflector"
 )
-
-// DefaultAcceptRegressionAfter is how long a Guard refuses lists older than
-// its floor before it accepts one as a declared regression. It is a few
-// Reflector backoff periods (which grow to 30 s): enough for a lagging
-// replica to catch up, short enough that a restored etcd does not wedge the
-// informer for long.
-const DefaultAcceptRegressionAfter = 2 * time.Minute
-
-// MaxRegressionSample bounds Regression.SampleKeys.
-const MaxRegressionSample = 10
-
-// ErrStaleList is matched (with errors.Is) by the error a Guard returns when
-// it refuses a list older than its floor.
-var ErrStaleList = errors.New("list is older than the cache")
-
-// staleListMessage starts every StaleListError's message; IsStaleList
-// recognises it in errors that lost their chain (client-go's Reflector wraps
-// the list error with %v).
-const staleListMessage = "refused list at resource version "
-
-// StaleListError reports a refused list. The Reflector logs it, backs off
-// and relists.
-type StaleListError struct {
-	// ListResourceVersion is the refused list's resource version.
-	ListResourceVersion string
-	// Floor is the resource version the cache had already reached.
-	Floor string
-	// Refused counts the consecutive refusals, this one included.
-	Refused int
-}
-
-// Error says which list was refused and why.
-func (e *StaleListError) Error() string {
-	return fmt.Sprintf(staleListMessage+"%s: older than %s already observed (refusal %d in a row)", e.ListResourceVersion, e.Floor, e.Refused)
-}
-
-// Is reports whether target is ErrStaleList.
-func (e *StaleListError) Is(target error) bool { return target == ErrStaleList }
-
-// IsStaleList reports whether err reports a list refused by a Guard: it
-// matches ErrStaleList with errors.Is, or, for an error whose chain was
-// flattened on the way (client-go's Reflector wraps list errors with %v
-// before a WatchErrorHandler sees them), by its message.
-func IsStaleList(err error) bool {
-	return err != nil && (errors.Is(err, ErrStaleList) || strings.Contains(err.Error(), staleListMessage))
-}
-
-// RegressionReason says how a regression was detected.
-type RegressionReason string
-
-// The ways a Guard or a FreshInformer detects that the server went back in
-// time.
-const (
-	// RegressionStaleList: lists older than the floor kept coming for
-	// longer than AcceptRegressionAfter; the last one was accepted.
-	RegressionStaleList RegressionReason = "StaleList"
-	// RegressionConsistentList: a consistent read (resourceVersion "") came
-	// back older than the floor. Such a read is served from etcd's current
-	// revision, so it proves the server's history went back (etcd restored
-	// without --bump-revision); it is accepted at once.
-	RegressionConsistentList RegressionReason = "ConsistentList"
-	// RegressionKeysWentBack: a list at or above the floor brought keys
-	// back to older states than cached (etcd restored with
-	// --bump-revision). The list is applied: the server's state is the
-	// truth.
-	RegressionKeysWentBack RegressionReason = "KeysWentBack"
-	// RegressionWritesLost: a list at or past the resource version of a
-	// write recorded with FreshInformer.RecordWrittenObject holds the
-	// written key at an older state: the server lost a write it had
-	// acknowledged (etcd restored with --bump-revision from a snapshot
-	// taken before it), which the cache never held (its stream had not
-	// delivered it yet). The list is applied.
-	RegressionWritesLost RegressionReason = "WritesLost"
-	// RegressionServerBehind: a write came back below the cache's resource
-	// version and a consistent probe confirmed the server's revision is
-	// below the floor (etcd restored without --bump-revision). The informer
-	// forgets its freshness and relists.
-	RegressionServerBehind RegressionReason = "ServerBehind"
-)
-
-// Regression describes a declared regression: the cache follows the server
-// back in time.
-type Regression struct {
-	// Reason says how it was detected.
-	Reason RegressionReason
-	// ListResourceVersion is the resource version of the accepted list (for
-	// RegressionServerBehind, of the probe).
-	ListResourceVersion string
-	// Floor is the resource version the cache had reached before.
-	Floor string
-	// Refused counts the older lists refused before this one.
-	Refused int
-	// Since is how long the server had been answering older.
-	Since time.Duration
-	// Keys counts the keys that went back to an older state
-	// (RegressionKeysWentBack).
-	Keys int
-	// WritesLost counts the keys listed at states older than a recorded
-	// write the list covers (RegressionWritesLost; also counted alongside
-	// RegressionKeysWentBack).
-	WritesLost int
-	// SampleKeys names up to MaxRegressionSample of the keys counted in
-	// Keys and WritesLost, sorted.
-	SampleKeys []string
-}
 
 // Options configure a Guard.
 type Options struct {
@@ -152,7 +47,7 @@ type Options struct {
 	// synchronously on the goroutine that detected it (the Reflector's, the
 	// informer's processing goroutine, or a probe's): it must be quick and
 	// must not block.
-	OnRegression func(Regression)
+	OnRegression func(reflector.Regression)
 	// OnWatchResumed, if set, is called when a watch starts after the
 	// previous watch request failed (the server was unreachable or
 	// restarting, and may have come back from a restored etcd, whose
@@ -163,36 +58,6 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Logger defaults to klog.Background().
 	Logger *klog.Logger
-}
-
-// Stats are a Guard's counters since it was made.
-type Stats struct {
-	// Lists counts lists the Guard admitted into the cache (initial list and
-	// relists, plain or watch-list; refused ones are not counted here).
-	Lists uint64
-	// Watches counts watch requests (the first and every restart).
-	Watches uint64
-	// StaleListsRefused counts lists refused for being older than the
-	// floor, once per Reflector attempt (a refused watch-list and the plain
-	// list client-go falls back to count once).
-	StaleListsRefused uint64
-	// Regressions counts declared regressions, whatever their reason.
-	Regressions uint64
-	// FloorRaised counts list or watch requests whose resource version was
-	// raised to the floor.
-	FloorRaised uint64
-	// MalformedSkipped counts watch events and bookmarks whose resource
-	// version was malformed while the stream's lists were comparable: the
-	// events were applied without counting toward freshness, the bookmarks
-	// skipped.
-	MalformedSkipped uint64
-	// ImplausibleSkipped counts watch events and bookmarks skipped because
-	// their resource version was implausibly far ahead of the floor (see
-	// Plausible).
-	ImplausibleSkipped uint64
-	// WatchesStopped counts watch-list watches the Guard stopped because
-	// their initial events were refused (client-go leaves them open).
-	WatchesStopped uint64
 }
 
 // Guard keeps one informer's list/watch stream from going back in time. Use
@@ -210,7 +75,7 @@ type Guard struct {
 	plain           bool         // the last list's RV was not comparable
 	refused         int          // consecutive refusals
 	streakStart     time.Time    // first refusal of the current streak
-	lastRefusal     *StaleListError
+	lastRefusal     *reflector.StaleListError
 	pendingWatch    *openWatch
 	fallback        bool       // a watch-list was refused: the next list is client-go's fallback
 	listConsistent  bool       // the last list request was a consistent read
@@ -225,10 +90,10 @@ type Guard struct {
 	malformed, implausible, watchesStopped                 atomic.Uint64
 }
 
-// NewGuard returns a Guard.
-func NewGuard(opts Options) *Guard {
+// New returns a Guard.
+func New(opts Options) *Guard {
 	if opts.AcceptRegressionAfter == 0 {
-		opts.AcceptRegressionAfter = DefaultAcceptRegressionAfter
+		opts.AcceptRegressionAfter = reflector.DefaultAcceptRegressionAfter
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -249,8 +114,8 @@ func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }
 func (g *Guard) log() klog.Logger { return *g.logger.Load() }
 
 // Stats returns the Guard's counters.
-func (g *Guard) Stats() Stats {
-	return Stats{
+func (g *Guard) Stats() reflector.Stats {
+	return reflector.Stats{
 		Lists:              g.lists.Load(),
 		Watches:            g.watches.Load(),
 		StaleListsRefused:  g.staleRefused.Load(),
@@ -294,7 +159,7 @@ func (g *Guard) floorLocked() freshness.RV {
 // Stats.Regressions and calls Options.OnRegression. It is the one path by
 // which a regression is made known; FreshInformer calls it for the
 // regressions it detects itself.
-func (g *Guard) DeclareRegression(r Regression) {
+func (g *Guard) DeclareRegression(r reflector.Regression) {
 	g.regressions.Add(1)
 	kv := []any{"reason", r.Reason, "listResourceVersion", r.ListResourceVersion, "floor", r.Floor}
 	if r.Refused > 0 {
@@ -329,7 +194,7 @@ func (g *Guard) TakeDeclared(rv string) bool {
 // over: the floor is dropped until the next list, which is a consistent read
 // accepted whatever its resource version, and the current watch is stopped
 // so that the Reflector relists at once.
-func (g *Guard) BeginRestore(r Regression) {
+func (g *Guard) BeginRestore(r reflector.Regression) {
 	g.DeclareRegression(r)
 	g.mu.Lock()
 	g.restoring = true
@@ -429,15 +294,15 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) error {
 		g.streakStart = now
 	}
 	since := now.Sub(g.streakStart)
-	var reason RegressionReason
+	var reason reflector.RegressionReason
 	switch {
 	case consistent:
-		reason = RegressionConsistentList
+		reason = reflector.RegressionConsistentList
 	case g.refused > 0 && since >= g.opts.AcceptRegressionAfter:
-		reason = RegressionStaleList
+		reason = reflector.RegressionStaleList
 	}
 	if reason != "" {
-		r := Regression{Reason: reason, ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused, Since: since}
+		r := reflector.Regression{Reason: reason, ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused, Since: since}
 		if g.refused == 0 {
 			r.Since = 0
 		}
@@ -451,7 +316,7 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) error {
 		g.refused++
 		g.staleRefused.Add(1)
 	}
-	err := &StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
+	err := &reflector.StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
 	g.lastRefusal = err
 	g.mu.Unlock()
 	g.log().V(2).Info("Refusing a list older than the cache", "listResourceVersion", rv, "floor", floor.String(), "refused", err.Refused)
@@ -465,27 +330,6 @@ func (g *Guard) admitLocked(rv freshness.RV) {
 	g.admittedAny = true
 	g.delivered = rv
 	g.lists.Add(1)
-}
-
-// Plausible reports whether a watch event's or bookmark's resource version
-// rv can follow floor. A server's revision grows by one per write, so a
-// value more than ten times the floor plus 2^32 (about four billion writes
-// within one watch) is not a real revision but a misbehaving server's; were
-// it applied, every later event would look out of order. With no floor
-// (nothing listed yet) everything is plausible. Lists are not judged: a
-// list is the server's whole state.
-func Plausible(rv, floor freshness.RV) bool {
-	if floor.IsZero() {
-		return true
-	}
-	f, ok := floor.Uint64()
-	const margin = 1 << 32
-	if !ok || f > (^uint64(0)-margin)/10 {
-		// Beyond what 64 bits bound: allow one more digit.
-		return len(rv.String()) <= len(floor.String())+1
-	}
-	r, ok := rv.Uint64()
-	return ok && r <= f*10+margin
 }
 
 // admitEvent decides whether a watch event or bookmark at rv may enter the
@@ -522,7 +366,7 @@ func (g *Guard) admitEvent(rvs string, what string) bool {
 		g.log().Error(err, "A watch event has a malformed resource version; applying it without counting it toward freshness")
 		return true
 	}
-	if !Plausible(rv, g.delivered) {
+	if !reflector.Plausible(rv, g.delivered) {
 		floor := g.delivered.String()
 		g.mu.Unlock()
 		g.implausible.Add(1)
@@ -768,7 +612,7 @@ func resourceVersionOf(obj interface{}) string {
 // refused, even if the chain was flattened on the way (client-go's
 // Reflector wraps list errors with %v). Other errors are returned as is.
 func (g *Guard) ClassifyError(err error) error {
-	if err == nil || errors.Is(err, ErrStaleList) {
+	if err == nil || errors.Is(err, reflector.ErrStaleList) {
 		return err
 	}
 	g.mu.Lock()
@@ -784,7 +628,7 @@ func (g *Guard) ClassifyError(err error) error {
 // refusedError keeps a flattened error's message and restores its cause.
 type refusedError struct {
 	msg   string
-	cause *StaleListError
+	cause *reflector.StaleListError
 }
 
 func (e *refusedError) Error() string { return e.msg }

@@ -1,9 +1,10 @@
-package reflector
+package guard
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/freshinformer/freshinformer/reflector"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func TestPlausible(t *testing.T) {
 		if c.floor != "" {
 			floor = rv(t, c.floor)
 		}
-		if got := Plausible(rv(t, c.rv), floor); got != c.want {
+		if got := reflector.Plausible(rv(t, c.rv), floor); got != c.want {
 			t.Errorf("Plausible(%s, %s) = %v, want %v", c.rv, c.floor, got, c.want)
 		}
 	}
@@ -56,7 +57,7 @@ func TestPlausible(t *testing.T) {
 
 // The delivered floor only grows with plausible, well-formed RVs.
 func TestQueueFloorIgnoresOlderMalformedAndImplausible(t *testing.T) {
-	g := NewGuard(Options{})
+	g := New(Options{})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	if err := q.Replace(nil, "10"); err != nil {
@@ -80,7 +81,7 @@ func TestQueueFloorIgnoresOlderMalformedAndImplausible(t *testing.T) {
 	if s.MalformedSkipped != 1 || s.ImplausibleSkipped != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	if err := q.Replace(nil, "20"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "20"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("list at 20 below the floor 30: %v", err)
 	}
 }
@@ -109,7 +110,7 @@ func (s *scriptWL) Watch(o metav1.ListOptions) (watch.Interface, error) {
 }
 
 func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
-	g := NewGuard(Options{InitialFloor: rv(t, "100")})
+	g := New(Options{InitialFloor: rv(t, "100")})
 	inner := &scriptWL{}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -122,7 +123,7 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Replace(nil, "50"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "50"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("watch-list at 50: %v", err)
 	}
 	if !inner.last().IsStopped() {
@@ -135,7 +136,7 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 	if o := inner.lists[0]; o.ResourceVersion != "100" || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
 		t.Fatalf("fallback list asked %q %q, want 100 NotOlderThan", o.ResourceVersion, o.ResourceVersionMatch)
 	}
-	if err := q.Replace(nil, "60"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "60"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("fallback list at 60: %v", err)
 	}
 	if s := g.Stats(); s.StaleListsRefused != 1 || s.WatchesStopped != 1 {
@@ -145,7 +146,7 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "90"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Replace(nil, "70"); !errors.Is(err, ErrStaleList) {
+	if err := q.Replace(nil, "70"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatal(err)
 	}
 	if s := g.Stats(); s.StaleListsRefused != 2 {
@@ -166,24 +167,24 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 }
 
 func TestClassifyError(t *testing.T) {
-	g := NewGuard(Options{InitialFloor: rv(t, "100")})
+	g := New(Options{InitialFloor: rv(t, "100")})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	refusal := q.Replace(nil, "50")
 	flat := fmt.Errorf("unable to sync list result: %v", refusal)
-	if errors.Is(flat, ErrStaleList) {
+	if errors.Is(flat, reflector.ErrStaleList) {
 		t.Fatal("test premise broken: a flattened error kept its chain")
 	}
 	got := g.ClassifyError(flat)
-	var se *StaleListError
-	if !errors.Is(got, ErrStaleList) || !errors.As(got, &se) || se.ListResourceVersion != "50" || got.Error() != flat.Error() {
+	var se *reflector.StaleListError
+	if !errors.Is(got, reflector.ErrStaleList) || !errors.As(got, &se) || se.ListResourceVersion != "50" || got.Error() != flat.Error() {
 		t.Fatalf("ClassifyError = %v", got)
 	}
-	if !IsStaleList(flat) {
+	if !reflector.IsStaleList(flat) {
 		t.Fatal("IsStaleList missed a flattened refusal")
 	}
 	other := errors.New("connection refused")
-	if g.ClassifyError(other) != other || IsStaleList(other) {
+	if g.ClassifyError(other) != other || reflector.IsStaleList(other) {
 		t.Fatal("an unrelated error was classified as a refusal")
 	}
 }
@@ -192,8 +193,8 @@ func TestClassifyError(t *testing.T) {
 // 410 so the Reflector relists, and the relist is a consistent read
 // accepted whatever its resource version, declared only once.
 func TestBeginRestore(t *testing.T) {
-	var got []Regression
-	g := NewGuard(Options{OnRegression: func(r Regression) { got = append(got, r) }})
+	var got []reflector.Regression
+	g := New(Options{OnRegression: func(r reflector.Regression) { got = append(got, r) }})
 	inner := &scriptWL{}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -206,7 +207,7 @@ func TestBeginRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.BeginRestore(Regression{Reason: RegressionServerBehind, ListResourceVersion: "60", Floor: "100"})
+	g.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: "60", Floor: "100"})
 	if !inner.last().IsStopped() {
 		t.Fatal("the current watch was not stopped")
 	}
