@@ -69,9 +69,10 @@ type FreshInformer struct {
 	startOnEvent bool
 	probes       prober                 // restore verification (restore.go)
 	declare      []reflector.Regression // found while applying; declared once blockDeltas is released
-	// advanceAfterDeclare is the resource version of a list that brought a
-	// regression: the tracker reaches it once the regression is declared.
-	advanceAfterDeclare freshness.RV
+	// resumeAfterDeclare: a list that brought a regression moved the
+	// tracker under Suspend; declareFound resumes it once the regression is
+	// declared, so no waiter the list reaches is released before.
+	resumeAfterDeclare bool
 	// declareBarrier holds the handlers' notifications from that list
 	// back until the regression is declared.
 	declareBarrier chan struct{}
@@ -131,6 +132,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
 	}
+	f.probes.tracker = &f.tracker
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
@@ -162,17 +164,27 @@ func (f *FreshInformer) Resource() schema.GroupResource { return f.resource }
 // ordered; a *freshness.WaitError unwrapping to ctx.Err() or
 // freshness.ErrStopped otherwise.
 func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
-	if err := f.probes.wait(ctx, rv, f.LastObservedResourceVersion); err != nil {
-		return err
-	}
-	if f.metrics != nil {
-		return f.waitObserved(ctx, rv)
-	}
 	target, err := freshness.ParseRV(rv)
+	if err == nil && f.tracker.Reached(target) { // one atomic load
+		if f.metrics != nil {
+			f.metrics.ObserveWait(WaitFresh, 0)
+		}
+		return nil
+	}
+	if f.metrics == nil {
+		if err != nil {
+			return err
+		}
+		return f.waitBounded(ctx, target)
+	}
 	if err != nil {
+		f.metrics.ObserveWait(WaitIncomparable, 0)
 		return err
 	}
-	return f.waitBounded(ctx, target)
+	start := time.Now()
+	err = f.waitBounded(ctx, target)
+	f.metrics.ObserveWait(outcomeOf(err), time.Since(start))
+	return err
 }
 
 // LastObservedResourceVersion returns the highest resource version the
@@ -423,8 +435,8 @@ func (f *FreshInformer) unlockApply() {
 // finds the regression already declared.
 func (f *FreshInformer) declareFound() {
 	f.blockDeltas.Lock()
-	declare, advance, barrier := f.declare, f.advanceAfterDeclare, f.declareBarrier
-	f.declare, f.advanceAfterDeclare, f.declareBarrier = nil, freshness.RV{}, nil
+	declare, resume, barrier := f.declare, f.resumeAfterDeclare, f.declareBarrier
+	f.declare, f.resumeAfterDeclare, f.declareBarrier = nil, false, nil
 	f.blockDeltas.Unlock()
 	for _, r := range declare {
 		f.guard.DeclareRegression(r)
@@ -432,8 +444,8 @@ func (f *FreshInformer) declareFound() {
 	if barrier != nil {
 		close(barrier)
 	}
-	if !advance.IsZero() {
-		f.tracker.Advance(advance)
+	if resume {
+		f.tracker.Resume()
 	}
 }
 
@@ -743,7 +755,9 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		} else {
 			found(reflector.RegressionWritesLost)
 		}
-		f.advanceAfterDeclare = rv
+		f.tracker.Suspend()
+		f.tracker.Advance(rv)
+		f.resumeAfterDeclare = true
 	}
 	if rv.Compare(prev) < 0 || f.restoring || back.keys > 0 || back.lostWrites > 0 {
 		f.written.reset() // the history was rewritten: old writes say nothing of it

@@ -69,24 +69,6 @@ func WithMetrics(provider MetricsProvider) Option {
 	return func(o *Options) { o.Metrics = provider }
 }
 
-// waitObserved is WaitForFreshness with metrics: the fast path costs one
-// more atomic load and the observation, no clock read.
-func (f *FreshInformer) waitObserved(ctx context.Context, rv string) error {
-	target, err := freshness.ParseRV(rv)
-	if err != nil {
-		f.metrics.ObserveWait(WaitIncomparable, 0)
-		return err
-	}
-	if f.tracker.Reached(target) {
-		f.metrics.ObserveWait(WaitFresh, 0)
-		return nil
-	}
-	start := time.Now()
-	err = f.waitBounded(ctx, target)
-	f.metrics.ObserveWait(outcomeOf(err), time.Since(start))
-	return err
-}
-
 // RecordWrite tells the informer that a write returned resource version rv
 // just now. It makes rv the newest resource version known from the server
 // (for the lag metric) if it is, and with metrics on, records how long the

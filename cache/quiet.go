@@ -211,9 +211,6 @@ func (c *afterFreshCall) park() {
 }
 
 func (c *afterFreshCall) fire(err error) {
-	if err == nil && c.f.probes.afterIdle(c.park) {
-		return // the probe's answer may reset freshness: look again then
-	}
 	if c.end() {
 		c.fn(err)
 	}

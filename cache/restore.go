@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -58,21 +57,20 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 }
 
 // prober runs restore verification probes one at a time, on the informer's
-// run context, and lets WaitForFreshness callers wait for the one in
-// flight. Safe for concurrent use.
+// run context. While one is in flight the tracker is suspended: no
+// WaitForFreshness or AfterFreshness caller is told "fresh" until the server
+// has answered (the cache may have reached their RV only on a history the
+// server lost). Safe for concurrent use.
 type prober struct {
-	inflight atomic.Pointer[probeRun]
+	tracker *freshness.Tracker
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards the fields below; taken before the tracker's
 	ctx     context.Context // the run context; nil before start and after stop
+	running bool            // a probe is in flight (the tracker is suspended)
 	again   bool            // a suspicious write came while a probe ran
-	idle    []func()        // called once the probe in flight has answered (afterIdle)
 	probes  uint64
 	wg      sync.WaitGroup
-	stopped bool
 }
-
-type probeRun struct{ done chan struct{} }
 
 func (p *prober) start(ctx context.Context) {
 	p.mu.Lock()
@@ -82,7 +80,7 @@ func (p *prober) start(ctx context.Context) {
 
 func (p *prober) stop() {
 	p.mu.Lock()
-	p.ctx, p.stopped = nil, true
+	p.ctx = nil
 	p.mu.Unlock()
 	p.wg.Wait()
 }
@@ -95,14 +93,15 @@ func (p *prober) launch(verify func(context.Context)) {
 	if p.ctx == nil {
 		return
 	}
-	if p.inflight.Load() != nil {
+	if p.running {
 		p.again = true
 		return
 	}
-	run := &probeRun{done: make(chan struct{})}
-	p.inflight.Store(run)
+	p.running = true
+	p.tracker.Suspend()
 	ctx := p.ctx
 	p.wg.Go(func() {
+		defer p.tracker.Resume()
 		for {
 			p.mu.Lock()
 			p.probes++
@@ -112,49 +111,14 @@ func (p *prober) launch(verify func(context.Context)) {
 			cancel()
 			p.mu.Lock()
 			if !p.again || p.ctx == nil {
-				p.inflight.Store(nil)
-				close(run.done)
-				idle := p.idle
-				p.idle = nil
+				p.running = false
 				p.mu.Unlock()
-				for _, fn := range idle {
-					fn()
-				}
 				return
 			}
 			p.again = false
 			p.mu.Unlock()
 		}
 	})
-}
-
-// afterIdle arranges for fn to run once the probe in flight has answered
-// and reports true, or reports false (and does nothing) when none is in
-// flight: AfterFreshness's counterpart of wait, without a goroutine.
-func (p *prober) afterIdle(fn func()) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inflight.Load() == nil {
-		return false
-	}
-	p.idle = append(p.idle, fn)
-	return true
-}
-
-// wait blocks while a probe is in flight. It returns a *freshness.WaitError
-// if ctx ends first.
-func (p *prober) wait(ctx context.Context, target string, current func() string) error {
-	run := p.inflight.Load()
-	if run == nil {
-		return nil
-	}
-	start := time.Now()
-	select {
-	case <-run.done:
-		return nil
-	case <-ctx.Done():
-		return &freshness.WaitError{Target: target, Current: current(), Waited: time.Since(start), Err: ctx.Err()}
-	}
 }
 
 func (p *prober) count() uint64 {
@@ -165,9 +129,10 @@ func (p *prober) count() uint64 {
 
 // reached reports, without blocking, whether the cache has reached rv and
 // no restore verification probe is in flight (CheckFresh's test: while a
-// probe runs, a write below the cache may not be in it).
+// probe runs, a write below the cache may not be in it; the probe suspends
+// the tracker).
 func (f *FreshInformer) reached(rv freshness.RV) bool {
-	return f.probes.inflight.Load() == nil && f.tracker.Reached(rv)
+	return f.tracker.Reached(rv)
 }
 
 // checkWrite is told of a write's resource version (RecordWrite). A write

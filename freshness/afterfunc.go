@@ -21,7 +21,7 @@ func (t *Tracker) AfterFuncCancelable(rv RV, f func(error)) (stop func() bool) {
 	switch {
 	case t.incomparable != nil:
 		err = t.incomparable
-	case t.cur.AtLeast(rv):
+	case t.reachedLocked(rv):
 	case t.stopped:
 		err = ErrStopped
 	default:

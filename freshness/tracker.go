@@ -36,6 +36,7 @@ type Tracker struct {
 	pending      int                    // goroutines blocked in Wait
 	due          []dueFunc              // released AfterFunc callbacks, run after unlocking
 	holds        int                    // HoldCallbacks calls not yet ended by RunHeldCallbacks
+	suspended    int                    // Suspend calls not yet ended by Resume (suspend.go)
 }
 
 type dueFunc struct {
@@ -207,7 +208,7 @@ func (t *Tracker) Reached(rv RV) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.incomparable == nil && t.cur.AtLeast(rv)
+	return t.incomparable == nil && t.reachedLocked(rv)
 }
 
 // WaitRV is Wait for a parsed target. The zero RV is always reached.
@@ -227,7 +228,7 @@ func (t *Tracker) waitSlow(ctx context.Context, target RV) error {
 	if t.incomparable != nil {
 		return t.failLocked(target, start, t.incomparable)
 	}
-	if t.cur.AtLeast(target) {
+	if t.reachedLocked(target) {
 		t.mu.Unlock()
 		return nil
 	}
@@ -274,6 +275,9 @@ func (t *Tracker) failLocked(target RV, start time.Time, cause error) error {
 // set stores rv as current and releases the targets it reaches. t.mu is held.
 func (t *Tracker) set(rv RV) {
 	t.cur = rv
+	if t.suspended > 0 {
+		return // Resume releases what rv reaches
+	}
 	switch {
 	case rv.n != 0:
 		t.fast.Store(rv.n)
