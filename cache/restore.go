@@ -64,7 +64,7 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 type prober struct {
 	tracker *freshness.Tracker
 
-	mu      sync.Mutex // guards the fields below; taken before the tracker's
+	mu      sync.Mutex      // guards the fields below; taken before the tracker's
 	ctx     context.Context // the run context; nil before start and after stop
 	running bool            // a probe is in flight (the tracker is suspended)
 	again   bool            // a suspicious write came while a probe ran
