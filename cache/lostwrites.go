@@ -28,7 +28,7 @@ const maxWrittenKeys = 4096
 // healthy informer's map stays about twice the writes in flight, at an
 // amortized O(1) per write), and at every list.
 //
-// Guarded by FreshInformer.blockDeltas.
+// Guarded by FreshInformer.applyMu.
 type writtenKeys struct {
 	rvs      map[string]freshness.RV
 	pruneAt  int          // prune when rvs reaches this many keys
@@ -60,8 +60,8 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	if ns := written.GetNamespace(); ns != "" {
 		key = ns + "/" + key
 	}
-	f.blockDeltas.Lock()
-	defer f.blockDeltas.Unlock()
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	if f.incomparable.Load() || rv.Compare(f.applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}

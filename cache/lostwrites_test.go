@@ -191,9 +191,9 @@ func TestWrittenKeysStayBoundedOnAHealthyStream(t *testing.T) {
 			if err := inf.RecordWrittenObject(cm(fmt.Sprintf("k%d", rv), strconv.Itoa(rv))); err != nil {
 				t.Fatal(err)
 			}
-			inf.blockDeltas.Lock()
+			inf.applyMu.Lock()
 			peak = max(peak, inf.written.len())
-			inf.blockDeltas.Unlock()
+			inf.applyMu.Unlock()
 		}
 		w.Action(watch.Bookmark, bookmark(strconv.Itoa(rv)))
 		waitFresh(t, inf, strconv.Itoa(rv))

@@ -129,13 +129,13 @@ func TestWatchAfterDeclaredListStartsFromIt(t *testing.T) {
 	)
 	// Hold the informer's processing: the list waits in the queue while the
 	// Reflector goes on to watch.
-	inf.blockDeltas.Lock()
+	inf.applyMu.Lock()
 	w.Error(goneError())
 	next := lw.nextWatcher()
 	lw.mu.Lock()
 	rv := lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
 	lw.mu.Unlock()
-	inf.blockDeltas.Unlock()
+	inf.applyMu.Unlock()
 	if rv != "60" {
 		t.Fatalf("the watch after the declared list at 60 started from %q", rv)
 	}

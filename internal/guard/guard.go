@@ -23,11 +23,6 @@ import (
 
 // Options configure a Guard.
 type Options struct {
-	// Floor, if set, returns the highest resource version the cache has
-	// applied. The Guard's floor is the newer of it and the highest
-	// resource version its Queue has delivered; older events or bookmarks
-	// never lower either.
-	Floor func() freshness.RV
 	// InitialFloor, if set, is a resource version the first list must
 	// reach (fresh on start): for example one persisted by a predecessor.
 	// An older first list is refused, retried with NotOlderThan, and after
@@ -127,10 +122,10 @@ func (g *Guard) Stats() reflector.Stats {
 	}
 }
 
-// Floor returns the Guard's floor: the newer of the highest resource version
-// the cache applied (Options.Floor) and the highest its Queue delivered. It
-// is the zero RV while the stream is not comparable or a declared restore
-// waits for its relist.
+// Floor returns the Guard's floor: the highest resource version its Queue
+// delivered, or that the informer proved its stream holds nothing below
+// (Advance). It is the zero RV while the stream is not comparable or a
+// declared restore waits for its relist.
 func (g *Guard) Floor() freshness.RV {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -141,18 +136,23 @@ func (g *Guard) floorLocked() freshness.RV {
 	if g.plain || g.restoring {
 		return freshness.RV{}
 	}
-	floor := g.delivered
-	// While a list admitted under a declared regression waits in the queue
-	// (the cache has not taken it: TakeDeclared), what the cache applied is
-	// the history the server went back from: only the delivered floor
-	// counts, or the watch the Reflector starts right after the list would
-	// wait for a revision the server has not reached.
-	if g.opts.Floor != nil && len(g.declaredListRVs) == 0 {
-		if applied := g.opts.Floor(); applied.Compare(floor) > 0 {
-			floor = applied
-		}
+	return g.delivered
+}
+
+// Advance raises the floor to rv: the informer proved that its stream holds
+// no event up to rv (a quiet-resource probe's bookmark), so no request may
+// start below it. regressions is Stats().Regressions when the proof began:
+// a regression declared since voids the proof, and so does a plain stream
+// or a restore waiting for its relist.
+func (g *Guard) Advance(rv freshness.RV, regressions uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.plain || g.restoring || g.regressions.Load() != regressions {
+		return
 	}
-	return floor
+	if rv.Compare(g.delivered) > 0 {
+		g.delivered = rv
+	}
 }
 
 // DeclareRegression declares r: it logs at error level, counts it in

@@ -233,3 +233,28 @@ func TestBeginRestore(t *testing.T) {
 		t.Fatalf("floor after restore = %s", f)
 	}
 }
+
+// A probe's gap proof raises the floor (the informer's stream holds nothing
+// below it), unless a regression was declared since the proof began.
+func TestAdvanceRaisesTheFloorUnlessARegressionIntervened(t *testing.T) {
+	g := New(Options{})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	if err := q.Replace(nil, "10"); err != nil {
+		t.Fatal(err)
+	}
+	gen := g.Stats().Regressions
+	g.Advance(floorAt("20"), gen)
+	if got := g.Floor().String(); got != "20" {
+		t.Fatalf("Floor after Advance(20) = %s", got)
+	}
+	g.Advance(floorAt("15"), gen) // never lowers it
+	if got := g.Floor().String(); got != "20" {
+		t.Fatalf("Floor after Advance(15) = %s", got)
+	}
+	g.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList})
+	g.Advance(floorAt("30"), gen) // the proof began before the regression
+	if got := g.Floor().String(); got != "20" {
+		t.Fatalf("Floor after a voided Advance(30) = %s, want 20", got)
+	}
+}

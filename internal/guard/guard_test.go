@@ -28,11 +28,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func floorAt(s string) func() freshness.RV {
-	return func() freshness.RV {
-		rv, _ := freshness.ParseRV(s)
-		return rv
-	}
+func floorAt(s string) freshness.RV {
+	rv, _ := freshness.ParseRV(s)
+	return rv
 }
 
 // recordingLW records the options of every request.
@@ -52,7 +50,7 @@ func (r *recordingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 
 func TestListerWatcherRaisesToFloor(t *testing.T) {
 	inner := &recordingLW{}
-	g := New(Options{Floor: floorAt("100")})
+	g := New(Options{InitialFloor: floorAt("100")})
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	ctx := context.Background()
 	for _, o := range []metav1.ListOptions{
@@ -97,7 +95,7 @@ type watchListUnsupported struct{ recordingLW }
 func (watchListUnsupported) IsWatchListSemanticsUnSupported() bool { return true }
 
 func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
-	g := New(Options{Floor: floorAt("1")})
+	g := New(Options{InitialFloor: floorAt("1")})
 	type unsupported interface{ IsWatchListSemanticsUnSupported() bool }
 	if g.ListerWatcher(&watchListUnsupported{}).(unsupported).IsWatchListSemanticsUnSupported() != true {
 		t.Error("did not forward an inner 'unsupported'")
@@ -111,7 +109,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Now())
 	var got []reflector.Regression
 	g := New(Options{
-		Floor:                 floorAt("100"),
+		InitialFloor:          floorAt("100"),
 		AcceptRegressionAfter: time.Minute,
 		OnRegression:          func(r reflector.Regression) { got = append(got, r) },
 		Clock:                 clock,
@@ -146,8 +144,9 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if !g.TakeDeclared("90") { // as FreshInformer does when it applies the list
 		t.Fatal("TakeDeclared(90) = false")
 	}
-	// The streak starts over: the next stale list is refused again.
-	if err := q.Replace(nil, "90"); !errors.Is(err, reflector.ErrStaleList) {
+	// The streak starts over: the next stale list (below the accepted 90)
+	// is refused again.
+	if err := q.Replace(nil, "80"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("first stale list of a new streak: %v", err)
 	}
 	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 2 {
@@ -164,7 +163,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 }
 
 func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
-	g := New(Options{Floor: func() freshness.RV { return freshness.RV{} }})
+	g := New(Options{})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	if err := q.Replace(nil, "1"); err != nil {
@@ -176,7 +175,7 @@ func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
 // (whoever ended the stream), and again for the next one; a stream the
 // Guard stops for a relist counts as stopped too.
 func TestWatchOpen(t *testing.T) {
-	g := New(Options{Floor: floorAt("100")})
+	g := New(Options{InitialFloor: floorAt("100")})
 	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
 	if g.WatchOpen() {
 		t.Fatal("WatchOpen before any watch")

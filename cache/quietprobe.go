@@ -159,91 +159,6 @@ func (f *FreshInformer) probeDelay() time.Duration {
 	return f.quietDelay
 }
 
-// waitBounded is WaitForFreshness's wait once rv is parsed: the tracker's
-// wait, with the informer probing the server while it makes no progress.
-func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
-	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
-		return f.tracker.WaitRV(ctx, target)
-	}
-	f.joinWait()
-	defer f.leaveWait()
-	return f.tracker.WaitRV(ctx, target)
-}
-
-// afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
-// counted as a pending wait (so that a quiet resource is probed for it)
-// until it runs or is stopped, and held back while a restore verification
-// probe is in flight, as WaitForFreshness is: the cache may have "reached"
-// rv only on a history the server has lost.
-func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
-	c := &afterFreshCall{f: f, target: target, fn: fn}
-	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
-		c.joined = true
-		f.joinWait()
-	}
-	c.park()
-	return c.stop
-}
-
-// afterFreshCall is one AfterFreshness callback. Its mutex makes firing
-// and stopping exclusive: exactly one of them wins.
-type afterFreshCall struct {
-	f      *FreshInformer
-	target freshness.RV
-	fn     func(error)
-	joined bool // counted in the quiet probe's waiters
-
-	mu          sync.Mutex
-	ended       bool        // fired or stopped
-	stopTracker func() bool // the current tracker callback's stop
-}
-
-// park (re)arms the tracker callback. The tracker may call fire at once.
-func (c *afterFreshCall) park() {
-	stop := c.f.tracker.AfterFuncCancelable(c.target, c.fire)
-	c.mu.Lock()
-	c.stopTracker = stop
-	ended := c.ended
-	c.mu.Unlock()
-	if ended { // stopped while a probe ran
-		stop()
-	}
-}
-
-func (c *afterFreshCall) fire(err error) {
-	if c.end() {
-		c.fn(err)
-	}
-}
-
-func (c *afterFreshCall) stop() bool {
-	c.mu.Lock()
-	stopTracker := c.stopTracker
-	c.mu.Unlock()
-	if !c.end() {
-		return false
-	}
-	if stopTracker != nil {
-		stopTracker()
-	}
-	return true
-}
-
-// end marks the call over and leaves the quiet probe's waiters; it reports
-// false if it was over already.
-func (c *afterFreshCall) end() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended {
-		return false
-	}
-	c.ended = true
-	if c.joined {
-		c.f.leaveWait()
-	}
-	return true
-}
-
 func (f *FreshInformer) joinWait() {
 	p := &f.quiet
 	p.mu.Lock()
@@ -484,6 +399,7 @@ func (f *FreshInformer) proveGap(lo, hi freshness.RV, gen uint64) {
 		if f.tracker.Advance(hi) > 0 {
 			f.quiet.advances.Add(1)
 		}
+		f.guard.Advance(hi, gen)
 	})
 }
 
@@ -528,4 +444,15 @@ func (f *FreshInformer) requestRelist() {
 		f.quiet.relists.Add(1)
 	}
 	f.guard.RequestRelist()
+}
+
+// ProbeResourceVersion asks the server for the resource's current
+// resource version: a consistent list with limit=1 through the informer's
+// ListerWatcher (a quorum read: use sparingly).
+func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
+	rv, err := f.serverResourceVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	return rv.String(), nil
 }

@@ -23,7 +23,7 @@ const recentCapacity = 1024
 // recorded write below the cache's resource version can be told apart: one
 // the stream delivered is fine, one it never delivered may come from a
 // server restored to an older revision. Only values that fit in 64 bits are
-// kept. Not safe for concurrent use (FreshInformer holds blockDeltas).
+// kept. Not safe for concurrent use (FreshInformer holds applyMu).
 type recentRVs struct {
 	ring  [recentCapacity]uint64
 	next  int // where the next value goes
@@ -56,12 +56,12 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 	return i < r.count && at(i) == n
 }
 
-// prober runs restore verification probes one at a time, on the informer's
+// restoreChecks runs restore verification probes one at a time, on the informer's
 // run context. While one is in flight the tracker is suspended: no
 // WaitForFreshness or AfterFreshness caller is told "fresh" until the server
 // has answered (the cache may have reached their RV only on a history the
 // server lost). Safe for concurrent use.
-type prober struct {
+type restoreChecks struct {
 	tracker *freshness.Tracker
 
 	mu      sync.Mutex      // guards the fields below; taken before the tracker's
@@ -72,13 +72,13 @@ type prober struct {
 	wg      sync.WaitGroup
 }
 
-func (p *prober) start(ctx context.Context) {
+func (p *restoreChecks) start(ctx context.Context) {
 	p.mu.Lock()
 	p.ctx = ctx
 	p.mu.Unlock()
 }
 
-func (p *prober) stop() {
+func (p *restoreChecks) stop() {
 	p.mu.Lock()
 	p.ctx = nil
 	p.mu.Unlock()
@@ -87,7 +87,7 @@ func (p *prober) stop() {
 
 // launch runs verify unless a probe is in flight (then one more runs after
 // it) or the informer is not running.
-func (p *prober) launch(verify func(context.Context)) {
+func (p *restoreChecks) launch(verify func(context.Context)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx == nil {
@@ -121,7 +121,7 @@ func (p *prober) launch(verify func(context.Context)) {
 	})
 }
 
-func (p *prober) count() uint64 {
+func (p *restoreChecks) count() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.probes
@@ -151,11 +151,11 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	// without --bump-revision hands those out again, and no stream vouches
 	// that the informer still watches the history it applied.
 	outage := f.guard.WatchFailing() || !f.guard.WatchOpen()
-	f.blockDeltas.Lock()
+	f.applyMu.Lock()
 	suspicious := !f.restoring && !f.applied.IsZero() && rv.Compare(f.applied) < 0 && (outage || !f.recent.contains(rv))
-	f.blockDeltas.Unlock()
+	f.applyMu.Unlock()
 	if suspicious {
-		f.probes.launch(f.verifyServer)
+		f.restoreChecks.launch(f.verifyServer)
 	}
 }
 
@@ -166,7 +166,7 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 // One consistent read tells (a restore is declared as by checkWrite).
 func (f *FreshInformer) verifyAfterOutage() {
 	if !f.incomparable.Load() {
-		f.probes.launch(f.verifyServer)
+		f.restoreChecks.launch(f.verifyServer)
 	}
 }
 

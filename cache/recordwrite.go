@@ -1,0 +1,51 @@
+package cache
+
+import (
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// RecordWrite tells the informer that a write returned resource version rv
+// just now. It makes rv the newest resource version known from the server
+// (for the lag metric) if it is, and with metrics on, records how long the
+// cache takes to reach it (timing at most the 256 most recent writes the
+// cache has not reached, with one tracker callback). A write below the cache's resource version that
+// the stream never delivered starts a consistent limit=1 probe (one at a
+// time; WaitForFreshness callers wait for its answer) that detects a server
+// restored to an older revision. It returns an error
+// matching freshness.ErrIncomparable for a malformed rv.
+func (f *FreshInformer) RecordWrite(rv string) error {
+	parsed, err := freshness.ParseRV(rv)
+	if err != nil {
+		return err
+	}
+	f.newestMu.Lock()
+	if parsed.Compare(f.newestWrite) > 0 {
+		f.newestWrite = parsed
+	}
+	f.newestMu.Unlock()
+	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
+	f.addStalenessSample(f.clock.Now(), parsed)
+	if f.metrics != nil {
+		f.visible.record(f, parsed, time.Now())
+	}
+	return nil
+}
+
+// NewestKnownResourceVersion returns the newest resource version the
+// informer knows the server has reached: the newest its stream delivered
+// (lists, events, bookmarks, applied or still queued) or a recorded write
+// returned. "" before any.
+func (f *FreshInformer) NewestKnownResourceVersion() string {
+	newest, _ := freshness.ParseRV(f.LastSyncResourceVersion())
+	f.newestMu.Lock()
+	if f.newestWrite.Compare(newest) > 0 {
+		newest = f.newestWrite
+	}
+	f.newestMu.Unlock()
+	if cur := f.tracker.Current(); cur.Compare(newest) > 0 {
+		newest = cur
+	}
+	return newest.String()
+}

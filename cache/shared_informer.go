@@ -1,0 +1,192 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// AddEventHandler adds a handler with the informer's default resync period.
+func (f *FreshInformer) AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return f.AddEventHandlerWithOptions(handler, toolscache.HandlerOptions{})
+}
+
+// AddEventHandlerWithResyncPeriod adds a handler with its own resync period.
+func (f *FreshInformer) AddEventHandlerWithResyncPeriod(handler toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return f.AddEventHandlerWithOptions(handler, toolscache.HandlerOptions{ResyncPeriod: &resync})
+}
+
+// AddEventHandlerWithOptions adds a handler. Added after the informer
+// started, it first receives the cached objects as initial-list adds; its
+// registration's HasSynced turns true once it has handled them all.
+func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEventHandler, options toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil, fmt.Errorf("handler %v was not added to shared informer because it has stopped already", handler)
+	}
+	logger := ptr.Deref(options.Logger, klog.Background())
+	resync := ptr.Deref(options.ResyncPeriod, f.defaultHandlerResync)
+	if resync > 0 && resync < minimumResyncPeriod {
+		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", minimumResyncPeriod)
+		resync = minimumResyncPeriod
+	}
+	if resync > 0 && resync < f.resyncCheckPeriod && !f.started {
+		f.resyncCheckPeriod = resync
+		f.processor.resyncCheckPeriodChanged(logger, resync)
+	}
+	l := newListener(logger, handler, resync, effectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
+	if !f.started {
+		f.processor.addListener(l)
+		return l, nil
+	}
+
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	f.processor.addListener(l)
+	for _, obj := range f.indexer.List() {
+		l.add(notification{kind: addNotification, newObj: obj, initialList: true})
+	}
+	select {
+	case <-f.synced: // synced before this handler joined: its initial list is queued
+		l.synced.UpstreamHasSynced()
+	default: // the informer's sync will tell it
+	}
+	return l, nil
+}
+
+// RemoveEventHandler removes a handler added to this informer; pending
+// notifications for it are dropped.
+func (f *FreshInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
+	l, ok := handle.(*listener)
+	if !ok {
+		return fmt.Errorf("registration %T was not made by a FreshInformer", handle)
+	}
+	f.processor.removeListener(l)
+	return nil
+}
+
+// GetStore returns the informer's indexer as a Store.
+func (f *FreshInformer) GetStore() toolscache.Store { return f.GetIndexer() }
+
+// GetIndexer returns the informer's indexer. Its
+// LastStoreSyncResourceVersion reports LastObservedResourceVersion (the
+// applied, monotonic resource version, whatever client-go's AtomicFIFO
+// feature gate says) while resource versions can be ordered, and what
+// client-go's store reports otherwise.
+func (f *FreshInformer) GetIndexer() toolscache.Indexer { return indexerView{f.indexer, f} }
+
+type indexerView struct {
+	toolscache.Indexer
+	f *FreshInformer
+}
+
+// LastStoreSyncResourceVersion is LastObservedResourceVersion, or, while
+// the informer is in plain mode (resource versions it cannot order, or a
+// list at "0" before the first event), what client-go's store reports:
+// the resource version of the last list or object it stored.
+func (v indexerView) LastStoreSyncResourceVersion() string {
+	if v.f.incomparable.Load() {
+		return v.Indexer.LastStoreSyncResourceVersion()
+	}
+	return v.f.LastObservedResourceVersion()
+}
+
+// AddIndexers adds indexers to the informer's indexer.
+func (f *FreshInformer) AddIndexers(indexers toolscache.Indexers) error {
+	if f.IsStopped() { // f.mu before applyMu, as everywhere
+		return errors.New("indexer was not added because it has stopped already")
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	return f.indexer.AddIndexers(indexers)
+}
+
+// GetController returns a view of the informer as a Controller; running it
+// does nothing (run the informer instead).
+func (f *FreshInformer) GetController() toolscache.Controller { return controllerView{f} }
+
+type controllerView struct{ f *FreshInformer }
+
+func (controllerView) Run(<-chan struct{}) {}
+
+func (controllerView) RunWithContext(context.Context) {}
+
+func (v controllerView) HasSynced() bool { return v.f.HasSynced() }
+
+func (v controllerView) HasSyncedChecker() toolscache.DoneChecker { return v.f.HasSyncedChecker() }
+
+func (v controllerView) LastSyncResourceVersion() string { return v.f.LastSyncResourceVersion() }
+
+// HasSynced reports whether the initial list has been applied.
+func (f *FreshInformer) HasSynced() bool {
+	select {
+	case <-f.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
+func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker { return syncedChecker{f} }
+
+type syncedChecker struct{ f *FreshInformer }
+
+func (c syncedChecker) Name() string { return c.f.description }
+
+func (c syncedChecker) Done() <-chan struct{} { return c.f.synced }
+
+// LastSyncResourceVersion is the resource version the Reflector last
+// received (not necessarily applied yet; see LastObservedResourceVersion).
+func (f *FreshInformer) LastSyncResourceVersion() string {
+	f.mu.Lock()
+	c := f.controller
+	f.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	return c.LastSyncResourceVersion()
+}
+
+// SetWatchErrorHandler sets the handler called when a list or watch fails;
+// before Run only.
+func (f *FreshInformer) SetWatchErrorHandler(handler toolscache.WatchErrorHandler) error {
+	return f.SetWatchErrorHandlerWithContext(func(_ context.Context, r *toolscache.Reflector, err error) { handler(r, err) })
+}
+
+// SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context;
+// before Run only.
+func (f *FreshInformer) SetWatchErrorHandlerWithContext(handler toolscache.WatchErrorHandlerWithContext) error {
+	return f.beforeStart(func() { f.watchErrorHandler = handler })
+}
+
+// SetTransform sets a function applied to every object before it is cached
+// and delivered; before Run only.
+func (f *FreshInformer) SetTransform(handler toolscache.TransformFunc) error {
+	return f.beforeStart(func() { f.transform = handler })
+}
+
+// beforeStart applies a setting that the informer reads when it starts.
+func (f *FreshInformer) beforeStart(set func()) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("informer has already started")
+	}
+	set()
+	return nil
+}
+
+// IsStopped reports whether the informer has stopped.
+func (f *FreshInformer) IsStopped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}

@@ -1,0 +1,186 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+// Sync is a read barrier: it returns once the cache reflects everything the
+// server had committed when Sync was called, the client-side counterpart of
+// the apiserver's consistent reads from its watch cache (KEP-2340). After a
+// nil return, the indexer's Get and List show every change to the
+// informer's objects committed before the call, on a busy resource and on
+// a quiet one alike.
+//
+// It reads the server's current resource version with one consistent
+// limit=1 list through the informer's ListerWatcher (same namespace and
+// selectors; served from the apiserver's watch cache on Kubernetes 1.31+),
+// then waits for it with WaitForFreshness. Cost per call: that one request;
+// if the informer's stream does not reach the resource version within the
+// probe delay (a quiet resource), one freshness probe adds an auxiliary
+// watch (one request, ending within 3 s), reusing Sync's list. On a
+// resource served without a watch cache the probe is a relist of the
+// informer instead. Concurrent Sync calls share one probe.
+//
+// Errors: the list's error, wrapped, or WaitForFreshness's.
+func (f *FreshInformer) Sync(ctx context.Context) error {
+	f.quiet.requests.Add(1)
+	rv, err := f.serverResourceVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
+	}
+	return f.WaitForFreshness(ctx, rv.String())
+}
+
+// AfterFreshness arranges for fn to run once the cache has applied rv,
+// with nil, or once it cannot get there, with an error matching
+// freshness.ErrStopped or freshness.ErrIncomparable (at once, on the
+// caller's goroutine, when rv is malformed or already reached). It is
+// WaitForFreshness without a blocked goroutine, for a workqueue that
+// re-adds a key when the cache catches up. fn runs on the goroutine that
+// applied the event or bookmark (or answered a probe), after the informer
+// has released its locks, so it may call back into the informer and the
+// library (RecordWrite, ReadYourWrites, AddEventHandler, AfterFreshness,
+// ...); it should be quick, since the informer applies nothing more until
+// it returns. A panic in fn goes up to client-go's process loop, which
+// reports it through utilruntime; the other callbacks still run. It
+// counts as a pending wait, so a quiet resource is
+// probed for it as for WaitForFreshness, and like WaitForFreshness it is
+// held back while a restore verification probe is in flight (see
+// RecordWrite). stop calls fn off and reports whether it did (false once
+// fn has run or is running).
+func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() bool) {
+	target, err := freshness.ParseRV(rv)
+	if err != nil {
+		fn(err)
+		return func() bool { return false }
+	}
+	return f.afterFresh(target, fn)
+}
+
+// WaitForFreshness blocks until the cache has applied rv (every event up to
+// rv that the informer's selector admits is in the indexer), ctx ends, or
+// the informer stops. It returns nil at once, without allocating, when the
+// cache is already that fresh. Errors: one matching freshness.ErrIncomparable
+// at once when rv is malformed or the server's resource versions cannot be
+// ordered; a *freshness.WaitError unwrapping to ctx.Err() or
+// freshness.ErrStopped otherwise.
+func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
+	target, err := freshness.ParseRV(rv)
+	if err == nil && f.tracker.Reached(target) { // one atomic load
+		if f.metrics != nil {
+			f.metrics.ObserveWait(WaitFresh, 0)
+		}
+		return nil
+	}
+	if f.metrics == nil {
+		if err != nil {
+			return err
+		}
+		return f.waitBounded(ctx, target)
+	}
+	if err != nil {
+		f.metrics.ObserveWait(WaitIncomparable, 0)
+		return err
+	}
+	start := time.Now()
+	err = f.waitBounded(ctx, target)
+	f.metrics.ObserveWait(outcomeOf(err), time.Since(start))
+	return err
+}
+
+// LastObservedResourceVersion returns the highest resource version the
+// cache has applied, "" before the first list. It never decreases while the
+// informer runs, except by a declared regression.
+func (f *FreshInformer) LastObservedResourceVersion() string {
+	return f.tracker.Current().String()
+}
+
+// waitBounded is WaitForFreshness's wait once rv is parsed: the tracker's
+// wait, with the informer probing the server while it makes no progress.
+func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
+	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
+		return f.tracker.WaitRV(ctx, target)
+	}
+	f.joinWait()
+	defer f.leaveWait()
+	return f.tracker.WaitRV(ctx, target)
+}
+
+// afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
+// counted as a pending wait (so that a quiet resource is probed for it)
+// until it runs or is stopped, and held back while a restore verification
+// probe is in flight, as WaitForFreshness is: the cache may have "reached"
+// rv only on a history the server has lost.
+func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
+	c := &afterFreshCall{f: f, target: target, fn: fn}
+	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
+		c.joined = true
+		f.joinWait()
+	}
+	c.park()
+	return c.stop
+}
+
+// afterFreshCall is one AfterFreshness callback. Its mutex makes firing
+// and stopping exclusive: exactly one of them wins.
+type afterFreshCall struct {
+	f      *FreshInformer
+	target freshness.RV
+	fn     func(error)
+	joined bool // counted in the quiet probe's waiters
+
+	mu          sync.Mutex
+	ended       bool        // fired or stopped
+	stopTracker func() bool // the current tracker callback's stop
+}
+
+// park (re)arms the tracker callback. The tracker may call fire at once.
+func (c *afterFreshCall) park() {
+	stop := c.f.tracker.AfterFuncCancelable(c.target, c.fire)
+	c.mu.Lock()
+	c.stopTracker = stop
+	ended := c.ended
+	c.mu.Unlock()
+	if ended { // stopped while a probe ran
+		stop()
+	}
+}
+
+func (c *afterFreshCall) fire(err error) {
+	if c.end() {
+		c.fn(err)
+	}
+}
+
+func (c *afterFreshCall) stop() bool {
+	c.mu.Lock()
+	stopTracker := c.stopTracker
+	c.mu.Unlock()
+	if !c.end() {
+		return false
+	}
+	if stopTracker != nil {
+		stopTracker()
+	}
+	return true
+}
+
+// end marks the call over and leaves the quiet probe's waiters; it reports
+// false if it was over already.
+func (c *afterFreshCall) end() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return false
+	}
+	c.ended = true
+	if c.joined {
+		c.f.leaveWait()
+	}
+	return true
+}
