@@ -163,7 +163,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		// only grow: an add older than what the cache applied is out of
 		// order (an object deleted since would come back to life).
 		if f.behindStream(newRV, newErr) {
-			f.reject("add", obj, newRVs, f.applied.String())
+			f.reject("add", obj, newRVs, f.tracker.Current().String())
 			return nil
 		}
 		if err := f.indexer.Add(obj); err != nil {
@@ -181,7 +181,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		return nil
 	}
 	if newRVs != oldRVs && f.behindStream(newRV, newErr) {
-		f.reject("update", obj, newRVs, f.applied.String())
+		f.reject("update", obj, newRVs, f.tracker.Current().String())
 		return nil
 	}
 	if err := f.indexer.Update(obj); err != nil {
@@ -218,11 +218,11 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
-	if !exists && !isTombstone && delErr == nil && !f.incomparable.Load() && delRV.Compare(f.applied) <= 0 {
+	if !exists && !isTombstone && delErr == nil && !f.incomparable.Load() && f.tracker.Compare(delRV) >= 0 {
 		// The key is gone already; a deletion not newer than the stream
 		// (every event has a revision of its own) is a duplicate or a
 		// replay of one that handlers have heard of.
-		f.reject("delete", obj, delRVs, f.applied.String())
+		f.reject("delete", obj, delRVs, f.tracker.Current().String())
 		return nil
 	}
 	if isTombstone {
@@ -303,7 +303,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 // applied: a stream's resource versions only grow, so it is out of order,
 // whether or not its key is cached.
 func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
-	return err == nil && !f.incomparable.Load() && rv.Compare(f.applied) < 0
+	return err == nil && !f.incomparable.Load() && f.tracker.Compare(rv) > 0
 }
 
 // observeEvent advances freshness to an applied event's or bookmark's
@@ -322,15 +322,11 @@ func (f *FreshInformer) observe(rv freshness.RV) {
 		// the stream is comparable from here on.
 		f.startOnEvent = false
 		f.incomparable.Store(false)
-		f.applied = rv
 		f.tracker.Reset(rv)
 		return
 	}
 	if f.incomparable.Load() || f.restoring {
 		return
-	}
-	if rv.Compare(f.applied) > 0 {
-		f.applied = rv
 	}
 	f.tracker.Advance(rv)
 }
@@ -368,7 +364,6 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		// bookmark starts freshness.
 		f.incomparable.Store(true)
 		f.startOnEvent = true
-		f.applied = freshness.RV{}
 		f.recent.reset()
 		f.tracker.Reset(freshness.RV{})
 		return
@@ -383,7 +378,10 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	f.startOnEvent = false
 	declared := f.guard.TakeDeclared(s)
 	wasIncomparable := f.incomparable.Swap(false)
-	prev := f.applied
+	var prev freshness.RV // what the cache had applied; none in plain mode
+	if !wasIncomparable {
+		prev = f.tracker.Current()
+	}
 	found := func(reason reflector.RegressionReason) {
 		f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
 			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
@@ -416,7 +414,6 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	} else {
 		f.written.pruneReached(rv)
 	}
-	f.applied = rv
 	f.restoring = false
 	f.recent.reset()
 }
@@ -430,7 +427,6 @@ func (f *FreshInformer) markIncomparable(err error) {
 	if f.incomparable.CompareAndSwap(false, true) {
 		logIncomparable(f.logger, err) // scope.go
 		f.tracker.SetIncomparable(err)
-		f.applied = freshness.RV{}
 		f.recent.reset()
 	}
 }

@@ -54,11 +54,10 @@ type FreshInformer struct {
 	// applyMu serializes applying deltas with handler and indexer
 	// registration, so a late handler sees a consistent initial list.
 	applyMu      sync.Mutex
-	logger       klog.Logger  // set at start; read under applyMu
-	applied      freshness.RV // the highest RV applied; under applyMu
-	restoring    bool         // a restore was declared: freshness waits for the relist; under applyMu
-	recent       recentRVs    // RVs of recently applied events; under applyMu
-	incomparable atomic.Bool  // the last list's RV cannot be ordered
+	logger       klog.Logger // set at start; read under applyMu
+	restoring    bool        // a restore was declared: freshness waits for the relist; under applyMu
+	recent       recentRVs   // RVs of recently applied events; under applyMu
+	incomparable atomic.Bool // the last list's RV cannot be ordered
 	// startOnEvent: the last list was at "0" (a fake source with nothing
 	// in it; API servers never list at "0"), so freshness starts at the
 	// first comparable event or bookmark after it. Under applyMu.

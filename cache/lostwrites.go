@@ -62,10 +62,11 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	if f.incomparable.Load() || rv.Compare(f.applied) <= 0 {
+	applied := f.tracker.Current()
+	if f.incomparable.Load() || rv.Compare(applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}
-	f.written.add(key, rv, f.applied)
+	f.written.add(key, rv, applied)
 	return nil
 }
 

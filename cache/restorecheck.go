@@ -152,7 +152,7 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	// that the informer still watches the history it applied.
 	outage := f.guard.WatchFailing() || !f.guard.WatchOpen()
 	f.applyMu.Lock()
-	suspicious := !f.restoring && !f.applied.IsZero() && rv.Compare(f.applied) < 0 && (outage || !f.recent.contains(rv))
+	suspicious := !f.restoring && f.tracker.Compare(rv) > 0 && (outage || !f.recent.contains(rv))
 	f.applyMu.Unlock()
 	if suspicious {
 		f.restoreChecks.launch(f.verifyServer)
@@ -190,7 +190,6 @@ func (f *FreshInformer) verifyServer(ctx context.Context) {
 	}
 	f.lockApply()
 	f.restoring = true
-	f.applied = freshness.RV{}
 	f.recent.reset()
 	f.tracker.Reset(freshness.RV{})
 	f.unlockApply()

@@ -89,3 +89,26 @@ func TestResumeWithoutSuspendPanics(t *testing.T) {
 	var tr Tracker
 	tr.Resume()
 }
+
+func TestCompareOrdersThePositionEvenWhileSuspended(t *testing.T) {
+	var tr Tracker
+	if got := tr.Compare(mustRV(t, "1")); got != -1 {
+		t.Fatalf("zero tracker vs 1: %d", got)
+	}
+	tr.Advance(mustRV(t, "10"))
+	for _, suspended := range []bool{false, true} {
+		if suspended {
+			tr.Suspend()
+		}
+		for rv, want := range map[string]int{"9": 1, "10": 0, "11": -1, "100000000000000000000000": -1} {
+			if got := tr.Compare(mustRV(t, rv)); got != want {
+				t.Errorf("suspended=%v: Compare(%s) = %d, want %d", suspended, rv, got, want)
+			}
+		}
+	}
+	tr.Resume()
+	tr.Advance(mustRV(t, "100000000000000000000000"))
+	if got := tr.Compare(mustRV(t, "99")); got != 1 {
+		t.Fatalf("beyond 64 bits vs 99: %d", got)
+	}
+}

@@ -1,6 +1,7 @@
 package freshness
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"math"
@@ -371,4 +372,18 @@ func (h *targetHeap) Pop() any {
 	w.index = -1
 	*h = old[:len(old)-1]
 	return w
+}
+
+// Compare orders the tracker's RV against rv as RV.Compare does: -1 when
+// it is older, 0 when equal, +1 when newer. It answers for the position
+// alone, suspended or not (see Suspend); callers check incomparability
+// themselves. It costs one atomic load when both fit in 64 bits and the
+// tracker is neither suspended nor incomparable.
+func (t *Tracker) Compare(rv RV) int {
+	if f := t.fast.Load(); f != 0 && f != math.MaxUint64 && rv.n != 0 {
+		return cmp.Compare(f, rv.n)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cur.Compare(rv)
 }
