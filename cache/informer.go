@@ -45,14 +45,16 @@ type FreshInformer struct {
 	processor   *processor
 	metrics     InformerMetrics // nil without WithMetrics
 	quietDelay  time.Duration   // WithQuietProbeDelay
-	quiet       quietProbe      // bounded freshness on quiet resources (quiet.go)
+	quiet       quietProbe      // bounded freshness on quiet resources (quietprobe.go)
 
-	newestMu    sync.Mutex
+	newestMu    sync.Mutex      // guards newestWrite; a leaf
 	newestWrite freshness.RV    // the newest RecordWrite
 	visible     writeVisibility // write-to-visible samples, with metrics (metrics.go)
 
-	// applyMu serializes applying deltas with handler and indexer
-	// registration, so a late handler sees a consistent initial list.
+	// applyMu serializes applying deltas (apply.go) with handler and
+	// indexer registration, so a late handler sees a consistent initial
+	// list; it guards the indexer's writes and the fields below. Taken
+	// after mu, before processor.mu, Guard.mu and Tracker.mu (doc.go).
 	applyMu      sync.Mutex
 	logger       klog.Logger // set at start; read under applyMu
 	restoring    bool        // a restore was declared: freshness waits for the relist; under applyMu
@@ -62,7 +64,7 @@ type FreshInformer struct {
 	// in it; API servers never list at "0"), so freshness starts at the
 	// first comparable event or bookmark after it. Under applyMu.
 	startOnEvent  bool
-	restoreChecks restoreChecks          // restore verification (restore.go)
+	restoreChecks restoreChecks          // restore verification (restorecheck.go)
 	declare       []reflector.Regression // found while applying; declared once applyMu is released
 	// resumeAfterDeclare: a list that brought a regression moved the
 	// tracker under Suspend; declareFound resumes it once the regression is
@@ -73,7 +75,7 @@ type FreshInformer struct {
 	declareBarrier chan struct{}
 	written        writtenKeys // recorded writes not yet applied (lostwrites.go)
 
-	mu                   sync.Mutex // guards the fields below
+	mu                   sync.Mutex // guards the fields below; taken before applyMu
 	started, stopped     bool
 	controller           toolscache.Controller
 	transform            toolscache.TransformFunc

@@ -52,7 +52,7 @@ type listener struct {
 	// no resyncs at all; shouldResync resets it on each resync check.
 	resyncDue bool // processor.mu guards the four fields above
 
-	mu      sync.Mutex
+	mu      sync.Mutex     // guards the fields below; a leaf, taken under processor.mu
 	pending []notification // appended by distribute
 	spare   []notification // the previous batch's array, reused
 	wake    chan struct{}  // a token when pending became non-empty
@@ -210,7 +210,7 @@ func (l *listener) shutdown() {
 type processor struct {
 	clock clock.PassiveClock
 
-	mu        sync.RWMutex
+	mu        sync.RWMutex // guards listeners and running; taken under applyMu, before listener.mu
 	listeners []*listener
 	running   bool
 	wg        sync.WaitGroup

@@ -18,41 +18,8 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Bounded freshness on quiet resources.
-//
-// An informer's applied resource version moves with its own stream: events
-// and bookmarks. On a resource nothing writes, the next bookmark comes about
-// a minute later, so a wait for a resource version returned by a write to
-// another resource would take that long. When waits have made no progress
-// for the probe delay, the informer proves, with the server, that its stream
-// holds nothing more up to a newer resource version, and moves its applied
-// resource version there:
-//
-//  1. A consistent list with limit=1 through the informer's ListerWatcher
-//     gives the server's current resource version R (a quorum read; on
-//     Kubernetes 1.31+ it also brings the apiserver's watch cache for the
-//     resource up to R).
-//  2. An auxiliary watch through the same ListerWatcher (same namespace and
-//     selectors) from the applied resource version A, with bookmarks and a
-//     3 s timeout: the apiserver sends a bookmark to such a watcher about
-//     2 s before its deadline. A bookmark B after events e1 < ... < ek
-//     proves there is no event in (ek, B] (or in (A, B] without events), and
-//     the events it shows are ones the informer's own stream delivers too.
-//  3. Once the tracker has applied ek (at once if there were no events; an
-//     event received but still queued in the informer's FIFO is waited for),
-//     the tracker advances to B. So the applied resource version only moves
-//     past events that are already in the indexer: guarantee 1 holds.
-//
-// Resources the apiserver serves without a watch cache never get bookmarks.
-// There the proof comes through the informer's own stream instead: its
-// watch is ended and its Reflector relists (one full list, after client-go's
-// relist backoff of 0.8 to 1.6 s), and the list's resource version, at
-// least R, becomes the applied one in stream order.
-//
-// Cost: nothing while no wait is pending (no goroutine, no timer). While
-// waits are pending, one timer per informer; a probe runs only when the
-// stream has not moved for the probe delay, at most one at a time per
-// informer however many callers wait.
+// The quiet-resource probe: how it proves freshness is told in the package
+// documentation (doc.go, "Quiet resources").
 
 // DefaultQuietProbeDelay is how long pending waits must see no progress on
 // the informer's stream before it probes the server. The stream delivers a

@@ -25,7 +25,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 		f.newestWrite = parsed
 	}
 	f.newestMu.Unlock()
-	f.checkWrite(parsed) // a write below the cache: restored server? (restore.go)
+	f.checkWrite(parsed) // a write below the cache: restored server? (restorecheck.go)
 	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
 		f.visible.record(f, parsed, time.Now())

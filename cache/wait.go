@@ -134,7 +134,7 @@ type afterFreshCall struct {
 	fn     func(error)
 	joined bool // counted in the quiet probe's waiters
 
-	mu          sync.Mutex
+	mu          sync.Mutex  // guards ended and stopTracker; taken before quietProbe.mu (end leaves the probe's waiters)
 	ended       bool        // fired or stopped
 	stopTracker func() bool // the current tracker callback's stop
 }

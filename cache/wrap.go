@@ -64,7 +64,8 @@ type WrappedInformer struct {
 
 	incomparableObjects atomic.Uint64
 
-	// mu orders the decisions below with the tracker steps they make.
+	// mu guards the fields below and orders its decisions with the tracker
+	// steps they make: taken before the tracker's.
 	mu sync.Mutex
 	// malformed are the last malformed resource versions of objects the
 	// handler was given, newest last (at most maxMalformedRVs).

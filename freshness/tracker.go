@@ -28,6 +28,8 @@ type Tracker struct {
 	// tracker is incomparable (so the fast path always misses then).
 	fast atomic.Uint64
 
+	// mu guards the fields below. It is a leaf: the tracker calls nothing
+	// outside while holding it (callbacks run after it is released).
 	mu           sync.Mutex
 	cur          RV
 	incomparable error // set by SetIncomparable, cleared by Reset

@@ -129,8 +129,8 @@ func Stamp(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker) *Tracker {
 type Tracker struct {
 	inner k8stesting.ObjectTracker
 
-	mu       sync.Mutex
-	rv       uint64 // the last resource version handed out
+	mu       sync.Mutex // guards the fields below; taken before each watcher's
+	rv       uint64     // the last resource version handed out
 	history  []record
 	watchers map[*watcher]struct{}
 	removed  *removal // the object the last update removed
@@ -463,7 +463,7 @@ type watcher struct {
 	labels labels.Selector
 	fields fields.Selector
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards queue; a leaf, taken under Tracker.mu
 	queue []watch.Event
 
 	wake     chan struct{}

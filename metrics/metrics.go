@@ -157,6 +157,9 @@ type Provider struct {
 	waits        *prometheus.CounterVec
 	writeVisible *prometheus.HistogramVec
 
+	// mu guards informers, identities and the per-informer progress
+	// readings. Informer methods are called with it released; it is taken
+	// under an informer's write-visible samples lock (ObserveWriteVisible).
 	mu        sync.Mutex
 	informers map[*cache.FreshInformer]*informerState
 	// identities are the label sets in use, by their values joined; alike

@@ -94,6 +94,8 @@ type Requeuer[T comparable] struct {
 	freshness Freshness
 	opts      options
 
+	// mu guards the fields below. The workqueue and the freshness
+	// callbacks are called with it released.
 	mu       sync.Mutex
 	parked   map[T]*parking
 	byDue    dueHeap[T]

@@ -182,7 +182,7 @@ type roundTripper struct {
 	maxBody int64
 	onError func(context.Context, error)
 
-	mu     sync.Mutex
+	mu     sync.Mutex                // guards floors; a leaf
 	floors map[floorKey]freshness.RV // the newest plausible resource version recorded
 }
 

@@ -65,6 +65,8 @@ type Guard struct {
 	opts   Options
 	logger atomic.Pointer[klog.Logger]
 
+	// mu guards the fields below. It is a leaf: OnRegression and
+	// OnWatchResumed are called with it released.
 	mu              sync.Mutex
 	delivered       freshness.RV // highest plausible RV delivered to the queue
 	plain           bool         // the last list's RV was not comparable
