@@ -161,7 +161,7 @@ func (c *benchCounter) wait(b *testing.B) {
 // until RunWithContext has returned (and with it every goroutine the
 // informer started). It also fails the benchmark if the informer does not
 // sync and open its watch within 10s.
-func benchRun(b *testing.B, inf toolscache.SharedIndexInformer, lw *benchLW) (stop func()) {
+func benchRun(b testing.TB, inf toolscache.SharedIndexInformer, lw *benchLW) (stop func()) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -352,7 +352,7 @@ func benchEvents(b *testing.B, newInformer func(toolscache.ListerWatcher) (tools
 
 // startQuietFresh runs a FreshInformer over a list of 10 ConfigMaps at
 // resource version listRV and returns it synced, with its watcher.
-func startQuietFresh(b *testing.B, listRV uint64) (*FreshInformer, *benchWatcher, func()) {
+func startQuietFresh(b testing.TB, listRV uint64) (*FreshInformer, *benchWatcher, func()) {
 	b.Helper()
 	objs, _ := benchObjects(10, listRV-10)
 	w := newBenchWatcher(16)

@@ -413,13 +413,24 @@ func (f *FreshInformer) requestRelist() {
 	f.guard.RequestRelist()
 }
 
-// ProbeResourceVersion asks the server for the resource's current
+// ServerResourceVersion asks the server for the resource's current
 // resource version: a consistent list with limit=1 through the informer's
-// ListerWatcher (a quorum read: use sparingly).
-func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
+// ListerWatcher (same namespace and selectors; a quorum read: use
+// sparingly). It is what Sync, the quiet-resource probe and the restore
+// check start with.
+func (f *FreshInformer) ServerResourceVersion(ctx context.Context) (string, error) {
 	rv, err := f.serverResourceVersion(ctx)
 	if err != nil {
 		return "", err
 	}
 	return rv.String(), nil
+}
+
+// ProbeResourceVersion is ServerResourceVersion.
+//
+// Deprecated: use ServerResourceVersion; "probe" names the quiet-resource
+// probe and the restore check (see the package glossary). It will be
+// removed in a future release.
+func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
+	return f.ServerResourceVersion(ctx)
 }

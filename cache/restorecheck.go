@@ -179,7 +179,7 @@ func (f *FreshInformer) verifyServer(ctx context.Context) {
 	if floor.IsZero() {
 		return
 	}
-	got, err := f.ProbeResourceVersion(ctx)
+	got, err := f.ServerResourceVersion(ctx)
 	if err != nil {
 		f.logger.V(2).Info("Restore verification probe failed", "err", err)
 		return

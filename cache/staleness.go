@@ -14,7 +14,7 @@ import (
 // It is computed from (time, resource version) samples, each saying "at
 // this time the server had committed nothing newer than this resource
 // version": the consistent lists of Sync, of freshness probes and of
-// ProbeResourceVersion (timed when the request was sent, so the bound is
+// ServerResourceVersion (timed when the request was sent, so the bound is
 // strict), and RecordWrite (timed when the write's response was recorded,
 // so the bound may undershoot by that write's response latency, a
 // millisecond or so). Once the cache has applied a sample's resource

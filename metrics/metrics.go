@@ -574,7 +574,7 @@ func (p *Provider) probe(s *informerState, now time.Time) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.LagProbeTimeout)
 	defer cancel()
-	got, err := s.inf.ProbeResourceVersion(ctx)
+	got, err := s.inf.ServerResourceVersion(ctx)
 	if err != nil {
 		return rv
 	}
