@@ -7,6 +7,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/reflector"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
@@ -118,7 +119,7 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		return f.replaceAll(info, isInInitialList)
 	case toolscache.SyncAll:
 		for _, obj := range f.indexer.List() {
-			f.processor.distribute(notification{kind: updateNotification, oldObj: obj, newObj: obj}, true)
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, true)
 		}
 		return nil
 	case toolscache.Deleted:
@@ -172,7 +173,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		if newErr == nil {
 			f.observeEvent(newRV)
 		}
-		f.processor.distribute(notification{kind: addNotification, newObj: obj, initialList: isInInitialList}, false)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: isInInitialList}, false)
 		return nil
 	}
 	oldRVs := resourceVersion(old)
@@ -192,7 +193,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	}
 	// An unchanged resource version is a resync or a duplicate: only
 	// handlers due for a resync hear of it, as with client-go's informer.
-	f.processor.distribute(notification{kind: updateNotification, oldObj: old, newObj: obj}, newRVs == oldRVs)
+	f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: old, NewObj: obj}, newRVs == oldRVs)
 	return nil
 }
 
@@ -234,7 +235,7 @@ func (f *FreshInformer) delete(obj any) error {
 	if !isTombstone && delErr == nil { // a tombstone's state is not the deletion's resource version
 		f.observeEvent(delRV)
 	}
-	f.processor.distribute(notification{kind: deleteNotification, oldObj: obj}, false)
+	f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: obj}, false)
 	return nil
 }
 
@@ -283,18 +284,18 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 		// Handlers hear of keys going back only once the regression is
 		// declared (declareFound lifts the barrier).
 		f.declareBarrier = make(chan struct{})
-		f.processor.distribute(notification{kind: barrierNotification, newObj: f.declareBarrier}, false)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Barrier, NewObj: f.declareBarrier}, false)
 	}
 	for _, g := range gone {
-		f.processor.distribute(notification{kind: deleteNotification, oldObj: g}, false)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
 	}
 	for _, c := range changes {
 		if c.old == nil {
-			f.processor.distribute(notification{kind: addNotification, newObj: c.new, initialList: isInInitialList}, false)
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.new, InitialList: isInInitialList}, false)
 			continue
 		}
 		same := resourceVersion(c.old) == resourceVersion(c.new)
-		f.processor.distribute(notification{kind: updateNotification, oldObj: c.old, newObj: c.new}, same)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.old, NewObj: c.new}, same)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@
 //	   ▼
 //	indexer ──▶ tracker ──▶ handlers       AWAITED: wait.go (WaitForFreshness,
 //	            (freshness.Tracker)          Sync, AfterFreshness) wakes here;
-//	                                         processor.go delivers to handlers
+//	                                         internal/handlers delivers to them
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
 // metrics makes Prometheus series of them). RVs also enter off the stream:
@@ -145,7 +145,7 @@
 //
 // Locks are taken in this order, never the reverse:
 //
-//	FreshInformer.mu → applyMu → processor.mu → listener.mu
+//	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu, Tracker.mu
 //	afterFreshCall.mu → quietProbe.mu → Guard.mu, Tracker.mu
 //	restoreChecks.mu → Tracker.mu

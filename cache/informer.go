@@ -18,6 +18,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/guard"
+	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -42,7 +43,7 @@ type FreshInformer struct {
 	indexer     toolscache.Indexer
 	tracker     freshness.Tracker
 	guard       *guard.Guard
-	processor   *processor
+	processor   *handlers.Processor
 	metrics     InformerMetrics // nil without WithMetrics
 	quietDelay  time.Duration   // WithQuietProbeDelay
 	quiet       quietProbe      // bounded freshness on quiet resources (quietprobe.go)
@@ -54,7 +55,7 @@ type FreshInformer struct {
 	// applyMu serializes applying deltas (apply.go) with handler and
 	// indexer registration, so a late handler sees a consistent initial
 	// list; it guards the indexer's writes and the fields below. Taken
-	// after mu, before processor.mu, Guard.mu and Tracker.mu (doc.go).
+	// after mu, before handlers.Processor.mu, Guard.mu and Tracker.mu (doc.go).
 	applyMu      sync.Mutex
 	logger       klog.Logger // set at start; read under applyMu
 	restoring    bool        // a restore was declared: freshness waits for the relist; under applyMu
@@ -122,7 +123,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		name:                 options.Name,
 		clock:                options.Clock,
 		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers),
-		processor:            &processor{clock: options.Clock},
+		processor:            &handlers.Processor{Clock: options.Clock},
 		resyncCheckPeriod:    options.ResyncPeriod,
 		defaultHandlerResync: options.ResyncPeriod,
 		synced:               make(chan struct{}),
@@ -238,14 +239,14 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 
 	stopProcessor := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { f.processor.run(stopProcessor) })
+	wg.Go(func() { f.processor.Run(stopProcessor) })
 	wg.Go(func() {
 		select {
 		case <-ctx.Done():
 		case <-controller.HasSyncedChecker().Done():
 			f.applyMu.Lock()
 			close(f.synced)
-			f.processor.upstreamSynced()
+			f.processor.UpstreamSynced()
 			f.applyMu.Unlock()
 		}
 	})
@@ -281,7 +282,7 @@ func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, 
 			return
 		case <-t.C():
 		}
-		if f.processor.shouldResync() {
+		if f.processor.ShouldResync() {
 			if err := queue.Resync(); err != nil {
 				f.logger.Error(err, "Failed to queue a resync")
 			}

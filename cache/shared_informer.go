@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/freshinformer/freshinformer/internal/handlers"
+
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"k8s.io/klog/v2"
@@ -33,29 +35,29 @@ func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEv
 	}
 	logger := ptr.Deref(options.Logger, klog.Background())
 	resync := ptr.Deref(options.ResyncPeriod, f.defaultHandlerResync)
-	if resync > 0 && resync < minimumResyncPeriod {
-		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", minimumResyncPeriod)
-		resync = minimumResyncPeriod
+	if resync > 0 && resync < handlers.MinimumResyncPeriod {
+		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", handlers.MinimumResyncPeriod)
+		resync = handlers.MinimumResyncPeriod
 	}
 	if resync > 0 && resync < f.resyncCheckPeriod && !f.started {
 		f.resyncCheckPeriod = resync
-		f.processor.resyncCheckPeriodChanged(logger, resync)
+		f.processor.ResyncCheckPeriodChanged(logger, resync)
 	}
-	l := newListener(logger, handler, resync, effectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
+	l := handlers.NewListener(logger, handler, resync, handlers.EffectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
 	if !f.started {
-		f.processor.addListener(l)
+		f.processor.AddListener(l)
 		return l, nil
 	}
 
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	f.processor.addListener(l)
+	f.processor.AddListener(l)
 	for _, obj := range f.indexer.List() {
-		l.add(notification{kind: addNotification, newObj: obj, initialList: true})
+		l.Add(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: true})
 	}
 	select {
 	case <-f.synced: // synced before this handler joined: its initial list is queued
-		l.synced.UpstreamHasSynced()
+		l.UpstreamHasSynced()
 	default: // the informer's sync will tell it
 	}
 	return l, nil
@@ -64,11 +66,11 @@ func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEv
 // RemoveEventHandler removes a handler added to this informer; pending
 // notifications for it are dropped.
 func (f *FreshInformer) RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error {
-	l, ok := handle.(*listener)
+	l, ok := handle.(*handlers.Listener)
 	if !ok {
 		return fmt.Errorf("registration %T was not made by a FreshInformer", handle)
 	}
-	f.processor.removeListener(l)
+	f.processor.RemoveListener(l)
 	return nil
 }
 

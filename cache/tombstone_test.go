@@ -68,12 +68,8 @@ func TestTombstoneDeletes(t *testing.T) {
 		t.Fatalf("LastObservedResourceVersion = %s, want 11", got)
 	}
 	// Handlers are not running (informer not started); their queue has it all.
-	l := inf.processor.listeners[0]
-	l.mu.Lock()
-	n := len(l.pending)
-	l.mu.Unlock()
-	if n != 4 {
-		t.Fatalf("%d notifications queued, want 4 (2 adds, 2 deletes)", n)
+	if n := inf.processor.Listeners()[0].Pending(); n != 4 {
+		t.Fatalf("%d notifications queued, want 4 (2 adds, 2 deletes)", inf.processor.Listeners()[0].Pending())
 	}
 }
 

@@ -1,4 +1,10 @@
-package cache
+// Package handlers delivers an informer's notifications to its event
+// handlers: one goroutine and one unbounded queue per handler, so a slow
+// handler delays only itself, with client-go's resync and initial-list
+// semantics. It is FreshInformer's counterpart of client-go's
+// sharedProcessor; the informer calls Distribute while it applies a change
+// (under its apply lock), never a handler.
+package handlers
 
 import (
 	"fmt"
@@ -12,33 +18,35 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// minimumResyncPeriod matches client-go's floor for handler resync periods.
-const minimumResyncPeriod = 1 * time.Second
+// MinimumResyncPeriod matches client-go's floor for handler resync periods.
+const MinimumResyncPeriod = 1 * time.Second
 
-type notificationKind uint8
+// Kind says which handler method a Notification calls.
+type Kind uint8
 
+// The kinds of Notification.
 const (
-	addNotification notificationKind = iota
-	updateNotification
-	deleteNotification
-	// barrierNotification holds a listener until its channel (newObj) is
+	Add Kind = iota
+	Update
+	Delete
+	// Barrier holds a Listener until its channel (NewObj) is
 	// closed: the notifications behind it wait for a regression found
 	// while applying them to be declared.
-	barrierNotification
+	Barrier
 )
 
-// notification is one call due to a handler. Kept as a value in the
-// listener's queue, so distributing an event allocates nothing.
-type notification struct {
-	kind           notificationKind
-	initialList    bool
-	oldObj, newObj any
+// Notification is one call due to a handler. Kept as a value in the
+// Listener's queue, so distributing an event allocates nothing.
+type Notification struct {
+	Kind           Kind
+	InitialList    bool
+	OldObj, NewObj any
 }
 
-// listener delivers notifications to one handler, in order, on its own
+// Listener delivers notifications to one handler, in order, on its own
 // goroutine, so a slow handler delays only itself. It is the
 // ResourceEventHandlerRegistration handed back to the caller.
-type listener struct {
+type Listener struct {
 	handler toolscache.ResourceEventHandler
 	logger  klog.Logger
 	synced  *synctrack.SingleFileTracker // initial list delivered and informer synced
@@ -50,19 +58,21 @@ type listener struct {
 	// not change the resource version) reach this handler. It starts
 	// true, as client-go's does, and stays true while the informer does
 	// no resyncs at all; shouldResync resets it on each resync check.
-	resyncDue bool // processor.mu guards the four fields above
+	resyncDue bool // Processor.mu guards the four fields above
 
-	mu      sync.Mutex     // guards the fields below; a leaf, taken under processor.mu
-	pending []notification // appended by distribute
-	spare   []notification // the previous batch's array, reused
+	mu      sync.Mutex     // guards the fields below; a leaf, taken under Processor.mu
+	pending []Notification // appended by distribute
+	spare   []Notification // the previous batch's array, reused
 	wake    chan struct{}  // a token when pending became non-empty
 	stop    chan struct{}  // closed to end run
 	done    chan struct{}  // closed when run has returned
 	stopped bool
 }
 
-func newListener(logger klog.Logger, handler toolscache.ResourceEventHandler, requested, resync time.Duration, now time.Time) *listener {
-	l := &listener{
+// NewListener returns a listener for handler with the resync period it
+// requested and the one it gets (EffectiveResync), starting at now.
+func NewListener(logger klog.Logger, handler toolscache.ResourceEventHandler, requested, resync time.Duration, now time.Time) *Listener {
+	l := &Listener{
 		handler:         handler,
 		logger:          logger,
 		synced:          synctrack.NewSingleFileTracker(fmt.Sprintf("%T", handler)),
@@ -78,24 +88,25 @@ func newListener(logger klog.Logger, handler toolscache.ResourceEventHandler, re
 
 // HasSynced reports whether the informer has synced and this handler has
 // been handed every object of the initial list.
-func (l *listener) HasSynced() bool { return l.synced.HasSynced() }
+func (l *Listener) HasSynced() bool { return l.synced.HasSynced() }
 
 // HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
-func (l *listener) HasSyncedChecker() toolscache.DoneChecker { return l.synced }
+func (l *Listener) HasSyncedChecker() toolscache.DoneChecker { return l.synced }
 
 // ShutdownChan is closed once the handler will be called no more: after
 // RemoveEventHandler, when its last call has returned (at once for a
 // handler that never ran), or when the informer stops. client-go's
 // toolscache.ShutDownEventHandler waits on it.
-func (l *listener) ShutdownChan() <-chan struct{} { return l.done }
+func (l *Listener) ShutdownChan() <-chan struct{} { return l.done }
 
-func (l *listener) setResync(resync time.Duration, now time.Time) {
+func (l *Listener) setResync(resync time.Duration, now time.Time) {
 	l.resync = resync
 	l.nextResync = now.Add(resync)
 }
 
-func (l *listener) add(n notification) {
-	if n.kind == addNotification && n.initialList {
+// Add queues n for the handler; it never blocks.
+func (l *Listener) Add(n Notification) {
+	if n.Kind == Add && n.InitialList {
 		l.synced.Start()
 	}
 	l.mu.Lock()
@@ -114,9 +125,9 @@ func (l *listener) add(n notification) {
 // run delivers notifications until stopped. Notifications still queued at
 // stop are dropped, as client-go's informer does. A handler that panics
 // is reported through utilruntime (which crashes the process unless
-// utilruntime.ReallyCrash is off); otherwise that notification is skipped
+// utilruntime.ReallyCrash is off); otherwise that Notification is skipped
 // and, as client-go does, the next comes a second later.
-func (l *listener) run() {
+func (l *Listener) run() {
 	defer close(l.done)
 	crashed := false
 	for {
@@ -144,7 +155,7 @@ func (l *listener) run() {
 				default:
 				}
 				crashed = l.deliver(batch[i])
-				batch[i] = notification{} // let the objects go
+				batch[i] = Notification{} // let the objects go
 			}
 			l.mu.Lock()
 			l.spare = batch[:0]
@@ -153,14 +164,14 @@ func (l *listener) run() {
 	}
 }
 
-// crashAfterPause is how long a listener waits after its handler panicked
-// before the next notification, as client-go's does: a handler that
+// crashAfterPause is how long a Listener waits after its handler panicked
+// before the next Notification, as client-go's does: a handler that
 // panics on every call does not spin.
 const crashAfterPause = time.Second
 
-// pause waits d unless the listener is stopped first; it reports whether
-// the listener may go on.
-func (l *listener) pause(d time.Duration) bool {
+// pause waits d unless the Listener is stopped first; it reports whether
+// the Listener may go on.
+func (l *Listener) pause(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -173,22 +184,22 @@ func (l *listener) pause(d time.Duration) bool {
 
 // deliver calls the handler for n and reports whether it panicked (only
 // seen when utilruntime.HandleCrash does not re-panic).
-func (l *listener) deliver(n notification) (panicked bool) {
+func (l *Listener) deliver(n Notification) (panicked bool) {
 	panicked = true
 	defer utilruntime.HandleCrashWithLogger(l.logger)
-	switch n.kind {
-	case addNotification:
-		if n.initialList { // counted even if OnAdd panics: the handler can still sync
+	switch n.Kind {
+	case Add:
+		if n.InitialList { // counted even if OnAdd panics: the handler can still sync
 			defer l.synced.Finished()
 		}
-		l.handler.OnAdd(n.newObj, n.initialList)
-	case updateNotification:
-		l.handler.OnUpdate(n.oldObj, n.newObj)
-	case deleteNotification:
-		l.handler.OnDelete(n.oldObj)
-	case barrierNotification:
+		l.handler.OnAdd(n.NewObj, n.InitialList)
+	case Update:
+		l.handler.OnUpdate(n.OldObj, n.NewObj)
+	case Delete:
+		l.handler.OnDelete(n.OldObj)
+	case Barrier:
 		select {
-		case <-n.newObj.(chan struct{}):
+		case <-n.NewObj.(chan struct{}):
 		case <-l.stop:
 		}
 	}
@@ -196,7 +207,7 @@ func (l *listener) deliver(n notification) (panicked bool) {
 }
 
 // shutdown stops run and drops what is queued. Idempotent.
-func (l *listener) shutdown() {
+func (l *Listener) shutdown() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.stopped {
@@ -206,17 +217,18 @@ func (l *listener) shutdown() {
 	}
 }
 
-// processor fans notifications out to listeners.
-type processor struct {
-	clock clock.PassiveClock
+// Processor fans notifications out to listeners.
+type Processor struct {
+	Clock clock.PassiveClock // the informer's: resyncs are due on it
 
-	mu        sync.RWMutex // guards listeners and running; taken under applyMu, before listener.mu
-	listeners []*listener
+	mu        sync.RWMutex // guards listeners and running; taken under applyMu, before Listener.mu
+	listeners []*Listener
 	running   bool
 	wg        sync.WaitGroup
 }
 
-func (p *processor) addListener(l *listener) {
+// AddListener registers l; it starts at once if the processor runs.
+func (p *Processor) AddListener(l *Listener) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.listeners = append(p.listeners, l)
@@ -225,7 +237,9 @@ func (p *processor) addListener(l *listener) {
 	}
 }
 
-func (p *processor) removeListener(l *listener) bool {
+// RemoveListener unregisters l and stops it, dropping what it has queued;
+// it reports whether l was registered.
+func (p *Processor) RemoveListener(l *Listener) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, x := range p.listeners {
@@ -241,20 +255,20 @@ func (p *processor) removeListener(l *listener) bool {
 	return false
 }
 
-// distribute queues n for every listener, or, for a resync (sync), for the
+// Distribute queues n for every Listener, or, for a resync (sync), for the
 // listeners whose resync is due.
-func (p *processor) distribute(n notification, sync bool) {
+func (p *Processor) Distribute(n Notification, sync bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, l := range p.listeners {
 		if !sync || l.resyncDue {
-			l.add(n)
+			l.Add(n)
 		}
 	}
 }
 
-// upstreamSynced tells every listener that the informer has synced.
-func (p *processor) upstreamSynced() {
+// UpstreamSynced tells every Listener that the informer has synced.
+func (p *Processor) UpstreamSynced() {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, l := range p.listeners {
@@ -262,9 +276,9 @@ func (p *processor) upstreamSynced() {
 	}
 }
 
-// run starts the listeners' goroutines, and stops them all (waiting for
+// Run starts the listeners' goroutines, and stops them all (waiting for
 // them) when stop is closed.
-func (p *processor) run(stop <-chan struct{}) {
+func (p *Processor) Run(stop <-chan struct{}) {
 	p.mu.Lock()
 	p.running = true
 	for _, l := range p.listeners {
@@ -284,12 +298,12 @@ func (p *processor) run(stop <-chan struct{}) {
 	p.wg.Wait()
 }
 
-// shouldResync marks the listeners whose resync period has passed and
+// ShouldResync marks the listeners whose resync period has passed and
 // reports whether any has.
-func (p *processor) shouldResync() bool {
+func (p *Processor) ShouldResync() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock.Now()
+	now := p.Clock.Now()
 	due := false
 	for _, l := range p.listeners {
 		l.resyncDue = l.resync != 0 && !now.Before(l.nextResync)
@@ -301,19 +315,19 @@ func (p *processor) shouldResync() bool {
 	return due
 }
 
-// resyncCheckPeriodChanged re-derives every listener's resync period.
-func (p *processor) resyncCheckPeriodChanged(logger klog.Logger, check time.Duration) {
+// ResyncCheckPeriodChanged re-derives every Listener's resync period.
+func (p *Processor) ResyncCheckPeriodChanged(logger klog.Logger, check time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock.Now()
+	now := p.Clock.Now()
 	for _, l := range p.listeners {
-		l.setResync(effectiveResync(logger, l.requestedResync, check), now)
+		l.setResync(EffectiveResync(logger, l.requestedResync, check), now)
 	}
 }
 
-// effectiveResync is a handler's resync period given the informer's check
+// EffectiveResync is a handler's resync period given the informer's check
 // period: never below it, zero when either is zero.
-func effectiveResync(logger klog.Logger, requested, check time.Duration) time.Duration {
+func EffectiveResync(logger klog.Logger, requested, check time.Duration) time.Duration {
 	switch {
 	case requested == 0:
 		return 0
@@ -325,4 +339,22 @@ func effectiveResync(logger klog.Logger, requested, check time.Duration) time.Du
 		return check
 	}
 	return requested
+}
+
+// UpstreamHasSynced tells the listener that the informer has synced: once
+// it has also handled its initial list, its HasSynced turns true.
+func (l *Listener) UpstreamHasSynced() { l.synced.UpstreamHasSynced() }
+
+// Pending returns how many notifications wait in the listener's queue.
+func (l *Listener) Pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending)
+}
+
+// Listeners returns the registered listeners, in registration order.
+func (p *Processor) Listeners() []*Listener {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return append([]*Listener(nil), p.listeners...)
 }
