@@ -148,7 +148,8 @@
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu, Tracker.mu
 //	afterFreshCall.mu → quietProbe.mu → Guard.mu, Tracker.mu
-//	restoreChecks.mu → Tracker.mu
+//	restore check probe.Runner.mu → Tracker.mu (Suspend, Resume)
+//	quietProbe.mu → its probe.Runner.mu
 //	writeVisibility.mu → Tracker.mu, metrics.Provider.mu
 //
 // Guard.mu, Tracker.mu and newestMu are leaves: none calls out while held

@@ -19,6 +19,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -65,7 +66,7 @@ type FreshInformer struct {
 	// in it; API servers never list at "0"), so freshness starts at the
 	// first comparable event or bookmark after it. Under applyMu.
 	startOnEvent  bool
-	restoreChecks restoreChecks          // restore verification (restorecheck.go)
+	restoreChecks *probe.Runner          // restore verification (restorecheck.go)
 	declare       []reflector.Regression // found while applying; declared once applyMu is released
 	// resumeAfterDeclare: a list that brought a regression moved the
 	// tracker under Suspend; declareFound resumes it once the regression is
@@ -130,7 +131,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
 	}
-	f.restoreChecks.tracker = &f.tracker
+	f.restoreChecks = newRestoreChecks(&f.tracker)
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
@@ -178,7 +179,7 @@ func (f *FreshInformer) Stats() Stats {
 		OutOfOrderRejected:  f.outOfOrder.Load(),
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
-		RestoreProbes:       f.restoreChecks.count(),
+		RestoreProbes:       f.restoreChecks.Runs(),
 		PendingWaiters:      f.tracker.Pending(),
 	}
 }
@@ -213,7 +214,8 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	if f.initialFloorErr != nil {
 		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}
-	f.restoreChecks.start(ctx)
+	f.restoreChecks.Start(ctx)
+	f.quiet.runner.Start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
 		Name:                  f.description,
@@ -260,7 +262,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Lock()
 	f.stopped = true
 	f.mu.Unlock()
-	f.restoreChecks.stop()
+	f.restoreChecks.Stop()
 	f.tracker.Stop()
 	f.stopProbes()
 	close(stopProcessor)

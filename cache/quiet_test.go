@@ -174,7 +174,7 @@ func waitIdle(t *testing.T, inf *FreshInformer) {
 	for {
 		p := &inf.quiet
 		p.mu.Lock()
-		idle := p.timer == nil && !p.running && p.waiters == 0
+		idle := p.timer == nil && !p.runner.Running() && p.waiters == 0
 		p.mu.Unlock()
 		if idle {
 			return
@@ -234,10 +234,7 @@ func TestProbeWaitsForEventsNotYetApplied(t *testing.T) {
 }
 
 func probeRunning(inf *FreshInformer) bool {
-	p := &inf.quiet
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.running
+	return inf.quiet.runner.Running()
 }
 
 // Waits met by the stream within the probe delay cost no request.

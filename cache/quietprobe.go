@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -89,14 +90,12 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 // below it; the tracker's lock is never taken under it except by Current.
 type quietProbe struct {
 	probes, requests, advances, relists atomic.Uint64
+	runner                              probe.Runner // the probe in flight; its lock is taken under mu
 
 	mu          sync.Mutex
 	waiters     int          // waits in their slow path
 	timer       *time.Timer  // armed while waits are pending and no probe runs
 	armedAt     freshness.RV // the applied resource version when armed
-	running     bool
-	cancel      context.CancelFunc // ends the running probe
-	done        chan struct{}      // closed when the running probe has ended
 	stopped     bool
 	idle        int  // consecutive probes after which waits were still pending
 	noBookmarks bool // the resource gets no bookmarks: relist instead
@@ -131,7 +130,7 @@ func (f *FreshInformer) joinWait() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiters++
-	if !p.stopped && p.timer == nil && !p.running {
+	if !p.stopped && p.timer == nil && !p.runner.Running() {
 		f.armLocked(f.probeDelay())
 	}
 }
@@ -150,9 +149,7 @@ func (f *FreshInformer) leaveWait() {
 		p.timer.Stop()
 		p.timer = nil
 	}
-	if p.running {
-		p.cancel()
-	}
+	p.runner.Cancel()
 }
 
 // armLocked schedules a probe check after d. p.mu is held.
@@ -169,7 +166,7 @@ func (f *FreshInformer) probeDue() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.timer = nil
-	if p.stopped || p.waiters == 0 || p.running {
+	if p.stopped || p.waiters == 0 || p.runner.Running() {
 		return
 	}
 	if f.tracker.Current().Compare(p.armedAt) > 0 || f.guard.RelistPending() {
@@ -178,25 +175,31 @@ func (f *FreshInformer) probeDue() {
 		f.armLocked(f.probeDelay())
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.running, p.cancel, p.done = true, cancel, make(chan struct{})
+	if !p.runner.Run(f.runProbe, false) {
+		// Not running yet: the informer's first list will need a probe.
+		f.rearmLocked(false)
+		return
+	}
 	p.probes.Add(1)
-	go f.runProbe(ctx, p.done)
 }
 
-func (f *FreshInformer) runProbe(ctx context.Context, done chan struct{}) {
-	defer close(done)
+// runProbe is one probe run (the Runner's function).
+func (f *FreshInformer) runProbe(ctx context.Context) {
 	behind := f.probeOnce(ctx)
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.running = false
-	p.cancel()
 	if p.stopped || p.waiters == 0 {
 		return
 	}
-	// Waits still pending: probe again, backing off while they wait for
-	// resource versions the server has not reached.
+	f.rearmLocked(behind)
+}
+
+// rearmLocked arms the next check while waits are still pending, backing
+// off while they wait for resource versions the server has not reached.
+// p.mu is held.
+func (f *FreshInformer) rearmLocked(behind bool) {
+	p := &f.quiet
 	p.idle++
 	d := min(f.probeDelay()<<min(p.idle, 6), maxProbeDelay)
 	if behind {
@@ -215,14 +218,8 @@ func (f *FreshInformer) stopProbes() {
 		p.timer.Stop()
 		p.timer = nil
 	}
-	done := p.done
-	if p.running {
-		p.cancel()
-	}
 	p.mu.Unlock()
-	if done != nil {
-		<-done
-	}
+	p.runner.Stop() // outside p.mu: a run's end takes it
 }
 
 // probeOnce runs one probe (see the package comment above). It reports

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -56,75 +56,23 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 	return i < r.count && at(i) == n
 }
 
-// restoreChecks runs restore verification probes one at a time, on the informer's
-// run context. While one is in flight the tracker is suspended: no
-// WaitForFreshness or AfterFreshness caller is told "fresh" until the server
-// has answered (the cache may have reached their RV only on a history the
-// server lost). Safe for concurrent use.
-type restoreChecks struct {
-	tracker *freshness.Tracker
-
-	mu      sync.Mutex      // guards the fields below; taken before the tracker's
-	ctx     context.Context // the run context; nil before start and after stop
-	running bool            // a probe is in flight (the tracker is suspended)
-	again   bool            // a suspicious write came while a probe ran
-	probes  uint64
-	wg      sync.WaitGroup
+// newRestoreChecks returns the informer's restore check runner: one check
+// (one consistent read) in flight at a time, on the informer's run context.
+// While one is in flight the tracker is suspended: no WaitForFreshness or
+// AfterFreshness caller is told "fresh" until the server has answered (the
+// cache may have reached their RV only on a history the server lost).
+func newRestoreChecks(t *freshness.Tracker) *probe.Runner {
+	return &probe.Runner{OnStart: t.Suspend, OnIdle: t.Resume}
 }
 
-func (p *restoreChecks) start(ctx context.Context) {
-	p.mu.Lock()
-	p.ctx = ctx
-	p.mu.Unlock()
-}
-
-func (p *restoreChecks) stop() {
-	p.mu.Lock()
-	p.ctx = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// launch runs verify unless a probe is in flight (then one more runs after
-// it) or the informer is not running.
-func (p *restoreChecks) launch(verify func(context.Context)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ctx == nil {
-		return
-	}
-	if p.running {
-		p.again = true
-		return
-	}
-	p.running = true
-	p.tracker.Suspend()
-	ctx := p.ctx
-	p.wg.Go(func() {
-		defer p.tracker.Resume()
-		for {
-			p.mu.Lock()
-			p.probes++
-			p.mu.Unlock()
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			verify(pctx)
-			cancel()
-			p.mu.Lock()
-			if !p.again || p.ctx == nil {
-				p.running = false
-				p.mu.Unlock()
-				return
-			}
-			p.again = false
-			p.mu.Unlock()
-		}
-	})
-}
-
-func (p *restoreChecks) count() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.probes
+// launchRestoreCheck runs verifyServer unless a check is in flight, in
+// which case one more follows it (a suspicious write came meanwhile).
+func (f *FreshInformer) launchRestoreCheck() {
+	f.restoreChecks.Run(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		f.verifyServer(ctx)
+	}, true)
 }
 
 // reached reports, without blocking, whether the cache has reached rv and
@@ -155,7 +103,7 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	suspicious := !f.restoring && f.tracker.Compare(rv) > 0 && (outage || !f.recent.contains(rv))
 	f.applyMu.Unlock()
 	if suspicious {
-		f.restoreChecks.launch(f.verifyServer)
+		f.launchRestoreCheck()
 	}
 }
 
@@ -166,7 +114,7 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 // One consistent read tells (a restore is declared as by checkWrite).
 func (f *FreshInformer) verifyAfterOutage() {
 	if !f.incomparable.Load() {
-		f.restoreChecks.launch(f.verifyServer)
+		f.launchRestoreCheck()
 	}
 }
 

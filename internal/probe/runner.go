@@ -1,0 +1,132 @@
+// Package probe holds the one "one probe in flight" mechanism of an
+// informer's requests off its own stream: the quiet-resource probe and the
+// restore check (package cache) each run through a Runner, so that however
+// many callers ask, at most one request series is in flight per informer,
+// and stopping the informer ends it and waits for it.
+package probe
+
+import (
+	"context"
+	"sync"
+)
+
+// Runner runs a probe function at most once at a time, each run on a
+// goroutine of its own and with a context that Cancel and Stop end. A
+// Runner does nothing before Start and after Stop. The zero Runner is ready
+// for Start.
+type Runner struct {
+	// OnStart, if set, is called when a run starts while none was in
+	// flight, and OnIdle when the last run of such a series has returned,
+	// both under the Runner's lock: they must be quick and must not call
+	// the Runner. The restore check suspends the informer's tracker in
+	// between.
+	OnStart, OnIdle func()
+
+	mu      sync.Mutex         // guards the fields below; taken before whatever OnStart and OnIdle take
+	base    context.Context    // from Start; nil before it and after Stop
+	running bool               // a run is in flight
+	again   bool               // one more run follows the one in flight
+	cancel  context.CancelFunc // ends the run in flight
+	runs    uint64
+	wg      sync.WaitGroup
+}
+
+// Start lets the Runner run probes, with contexts derived from ctx.
+func (r *Runner) Start(ctx context.Context) {
+	r.mu.Lock()
+	r.base = ctx
+	r.mu.Unlock()
+}
+
+// Run starts probe and reports true, unless the Runner is not started or a
+// run is in flight; then it reports false, and if again is true the run in
+// flight is followed by one more (requests coalesce: at most one follows).
+func (r *Runner) Run(probe func(context.Context), again bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.base == nil {
+		return false
+	}
+	if r.running {
+		r.again = r.again || again
+		return false
+	}
+	r.running = true
+	if r.OnStart != nil {
+		r.OnStart()
+	}
+	r.wg.Go(func() { r.loop(probe) })
+	return true
+}
+
+func (r *Runner) loop(probe func(context.Context)) {
+	for {
+		r.mu.Lock()
+		if r.base == nil { // stopped
+			r.idleLocked()
+			r.mu.Unlock()
+			return
+		}
+		ctx, cancel := context.WithCancel(r.base)
+		r.cancel = cancel
+		r.runs++
+		r.mu.Unlock()
+
+		probe(ctx)
+		cancel()
+
+		r.mu.Lock()
+		if !r.again {
+			r.idleLocked()
+			r.mu.Unlock()
+			return
+		}
+		r.again = false
+		r.mu.Unlock()
+	}
+}
+
+// idleLocked ends a series of runs. r.mu is held.
+func (r *Runner) idleLocked() {
+	r.running, r.again, r.cancel = false, false, nil
+	if r.OnIdle != nil {
+		r.OnIdle()
+	}
+}
+
+// Running reports whether a run is in flight.
+func (r *Runner) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}
+
+// Runs counts the runs started.
+func (r *Runner) Runs() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs
+}
+
+// Cancel ends the run in flight, if any, and the one that was to follow.
+func (r *Runner) Cancel() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.again = false
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// Stop cancels the run in flight, waits for it to return and makes later
+// Run calls do nothing. It must not be called from a probe.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	r.base = nil
+	r.again = false
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
