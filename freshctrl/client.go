@@ -22,12 +22,13 @@ import (
 
 	fcache "github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // ErrNotFresh is matched (errors.Is) by every *NotFreshError: a read found
 // the cache behind a write this client made. It is the core library's
-// cache.ErrNotFresh.
-var ErrNotFresh = fcache.ErrNotFresh
+// readyourwrites.ErrNotFresh.
+var ErrNotFresh = readyourwrites.ErrNotFresh
 
 // NotFreshError says which informer is behind which write: the resource,
 // the informer (named after its scope), the written key, the resource
