@@ -78,7 +78,9 @@
 // order is ReadYourWrites before the informer's locks (its tracker's and
 // its indexer's), and the informer never calls into a ReadYourWrites while
 // holding one of its own: freshness callbacks run after it released them.
-// Nothing blocks or waits under the mutex: Record reports a write to its
+// The InformerSource (a factory, freshctrl's registry) is called with the
+// mutex released, so a source may take locks of its own. Nothing blocks or
+// waits under the mutex: Record reports a write to its
 // informers (RecordWrittenObject) before taking it, and EnsureFresh waits
 // with it released. A WhenFresh call's own state (see freshNotice) has a
 // mutex that is never held while calling out, not even into the
