@@ -72,17 +72,17 @@
 // # Locks
 //
 // A ReadYourWrites has one mutex, which guards its records (the owners,
-// their least-recently-used order, and what evicted owners left). Under it,
-// it calls into informers only to read them: IsFresh, IsStopped, and its
-// indexer's GetByKey, which take the informer's own locks. So the lock
-// order is ReadYourWrites before the informer's locks (its tracker's and
-// its indexer's), and the informer never calls into a ReadYourWrites while
-// holding one of its own: freshness callbacks run after it released them.
-// The InformerSource (a factory, freshctrl's registry) is called with the
-// mutex released, so a source may take locks of its own. Nothing blocks or
-// waits under the mutex: Record reports a write to its
-// informers (RecordWrittenObject) before taking it, and EnsureFresh waits
-// with it released. A WhenFresh call's own state (see freshNotice) has a
-// mutex that is never held while calling out, not even into the
-// ReadYourWrites.
+// their least-recently-used order, and what evicted owners left). Under
+// it, it calls into informers only to read them: IsFresh, IsStopped, and
+// its indexer's GetByKey, which take the informer's own locks. So the lock
+// order is ReadYourWrites before the informer's locks (its own mutex, its
+// tracker's and its indexer's), and the informer never calls into a
+// ReadYourWrites while holding one of its own: freshness callbacks run
+// after it released them. The InformerSource (a factory, freshctrl's
+// registry) is called with the mutex released, so a source may take locks
+// of its own. Nothing blocks or waits under the mutex: Record reports a
+// write to its informers (RecordWrittenObject) before taking it, and
+// EnsureFresh waits with it released. A WhenFresh call's own state (see
+// freshNotice) has a mutex that is never held while calling out, not even
+// into the ReadYourWrites.
 package readyourwrites
