@@ -44,6 +44,8 @@ type NotFreshError struct {
 	informer *fcache.FreshInformer
 }
 
+// Error says which informer is behind which write, and how long the read
+// waited.
 func (e *NotFreshError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "freshctrl: %s cache (informer %q) ", e.Resource, e.Informer)

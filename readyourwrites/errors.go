@@ -36,6 +36,7 @@ type NotFreshError struct {
 	Deleted types.NamespacedName
 }
 
+// Error says which cache is behind which write, and on whose behalf.
 func (e *NotFreshError) Error() string {
 	if e.Deleted.Name != "" {
 		return fmt.Sprintf("%s cache (%s) still holds %s, deleted on behalf of %s", resourceString(e.Resource), e.Scope, e.Deleted, e.Owner)
