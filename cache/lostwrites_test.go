@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -155,25 +153,6 @@ func TestRecordWrittenObjectRejectsMalformed(t *testing.T) {
 	err := inf.RecordWrittenObject(&metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "x1"})
 	if !errors.Is(err, freshness.ErrIncomparable) {
 		t.Fatalf("RecordWrittenObject(malformed) = %v, want ErrIncomparable", err)
-	}
-}
-
-// ReadYourWrites.Record keys what it records, so writes recorded through it
-// (and through the writes transport and freshctrl, which use it or the
-// same call) are declared when a restore loses them.
-func TestReadYourWritesRecordsKeysForLostWrites(t *testing.T) {
-	regs := newRegressionLog()
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}},
-		WithRegressionHandler(regs.handle), WithQuietProbeDelay(-1))
-	ryw := NewReadYourWrites(InformerMap{{Resource: "configmaps"}: inf}, 20*time.Second)
-	owner := Owner{GroupKind: schema.GroupKind{Kind: "Owner"}, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}, UID: "u"}
-	if err := ryw.Record(owner, schema.GroupResource{Resource: "configmaps"}, cm("a", "300")); err != nil {
-		t.Fatal(err)
-	}
-	lw.queueLists(listResponse{rv: "1000000400", objects: []*corev1.ConfigMap{cm("a", "5")}})
-	w.Error(goneError())
-	if r := regs.next(t); r.Reason != reflector.RegressionWritesLost || r.WritesLost != 1 {
-		t.Fatalf("regression %+v", r)
 	}
 }
 

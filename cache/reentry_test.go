@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -17,21 +15,10 @@ import (
 // callback may reasonably call is called from one at RV 11, and the
 // informer must go on applying events (13) afterwards.
 func TestFreshnessCallbacksMayCallBackIntoTheInformer(t *testing.T) {
-	cmResource := schema.GroupResource{Resource: "configmaps"}
 	calls := map[string]func(t *testing.T, inf *FreshInformer) error{
 		"RecordWrite": func(_ *testing.T, inf *FreshInformer) error { return inf.RecordWrite("12") },
 		"RecordWrittenObject": func(_ *testing.T, inf *FreshInformer) error {
 			return inf.RecordWrittenObject(cm("b", "12"))
-		},
-		"ReadYourWrites.Record": func(_ *testing.T, inf *FreshInformer) error {
-			ryw := NewReadYourWrites(InformerList{inf}, time.Second)
-			owner := Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "owner"}}
-			return ryw.Record(owner, cmResource, cm("b", "12"))
-		},
-		"ReadYourWrites.Wrote": func(_ *testing.T, inf *FreshInformer) error {
-			ryw := NewReadYourWrites(InformerList{inf}, time.Second)
-			owner := Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "owner"}}
-			return ryw.Wrote(owner, cm("b", "12"), nil)
 		},
 		"AddEventHandler": func(_ *testing.T, inf *FreshInformer) error {
 			_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})

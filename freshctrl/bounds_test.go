@@ -4,72 +4,65 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
-var configMapGK = corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind()
-
-func mustRV(t *testing.T, s string) freshness.RV {
+// newBoundedClient is newTestClient with readyourwrites' bounds (the
+// defaults are 10 000 records and a minute).
+func newBoundedClient(t *testing.T, infs []*testInformer, bounds readyourwrites.Options) *freshClient {
 	t.Helper()
-	rv, err := freshness.ParseRV(s)
+	reg := &registry{timeout: time.Hour, ctx: context.Background()} // as if started
+	for _, i := range infs {
+		reg.informers = append(reg.informers, &informerEntry{ScopedInformer: *i.si, name: i.si.Informer.Name()})
+	}
+	c, err := newFreshClientWithBounds(fake.NewClientBuilder().Build(), &Cache{reg: reg, failOnMissing: true}, client.CacheOptions{}, 0, bounds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rv
+	return c
 }
 
-// countSettled counts the write log's checks of an entry from now on.
-func countSettled(c *freshClient) *int {
-	n := new(int)
-	inner := c.log.settled
-	c.log.settled = func(gk schema.GroupKind, e entry) bool {
-		*n++
-		return inner(gk, e)
-	}
-	return n
+// written records a write of a/name at rv through c, as Update would.
+func written(c *freshClient, name, rv string) {
+	c.record(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, ResourceVersion: rv}})
 }
 
-func logSize(c *freshClient, gk schema.GroupKind) int { return c.log.size(gk) }
-
-func fakeLogClock(c *freshClient) *clocktesting.FakeClock {
-	clk := clocktesting.NewFakeClock(time.Now())
-	c.log.clock = clk
-	return clk
-}
-
-// TestWriteLogBoundedWhileInformerStuck: writes to many distinct keys
-// while the informer never catches up leave at most maxLoggedWrites
-// entries (plus one floor), each write does a bounded amount of work, and
-// no read is let through early: an evicted write is still waited for.
-func TestWriteLogBoundedWhileInformerStuck(t *testing.T) {
+// TestWritesBoundedWhileInformerStuck: writes to many distinct keys while
+// the informer never catches up keep records for a bounded number of keys
+// (readyourwrites' MaxOwners; the heap stays flat), and no read is let
+// through early: an evicted write is still waited for.
+func TestWritesBoundedWhileInformerStuck(t *testing.T) {
 	inf := startInformer(t, Scope{Namespace: "a"}, "900")
-	c := newTestClient(t, time.Hour, []*testInformer{inf})
-	checks := countSettled(c)
-	const n = 3 * maxLoggedWrites
+	const maxOwners = 64
+	c := newBoundedClient(t, []*testInformer{inf}, readyourwrites.Options{MaxOwners: maxOwners})
+	const n = 3000
+	for i := range 2 * maxOwners { // reach the steady state
+		written(c, fmt.Sprint("warm-", i), fmt.Sprint(1000+i))
+	}
+	before := heapInUse()
 	for i := range n {
-		before := *checks
-		c.recordEntry(configMapGK, entry{key: types.NamespacedName{Namespace: "a", Name: fmt.Sprint("k-", i)}, rv: mustRV(t, fmt.Sprint(1000+i))})
-		if i > maxLoggedWrites && *checks-before > 3 {
-			t.Fatalf("write %d checked %d entries: inserts must not scan the log", i, *checks-before)
-		}
-		if size := logSize(c, configMapGK); size > maxLoggedWrites+1 {
-			t.Fatalf("after %d writes the log holds %d entries, bound %d", i+1, size, maxLoggedWrites+1)
-		}
+		written(c, fmt.Sprint("k-", i), fmt.Sprint(2000+i))
+	}
+	if after := heapInUse(); after > before && after-before > 1<<20 {
+		t.Fatalf("%d writes to distinct keys hold %d KiB", n, (after-before)>>10)
 	}
 	// The first write was evicted long ago: a read of it still waits.
 	err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "k-0"}, &corev1.ConfigMap{}, FailIfNotFresh)
@@ -77,52 +70,58 @@ func TestWriteLogBoundedWhileInformerStuck(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Fatalf("Get of an evicted write: got %v, want a NotFreshError", err)
 	}
-	if cmp, _ := freshness.Compare(nf.Target, "1000"); cmp < 0 {
-		t.Fatalf("Get of an evicted write waits for %s, below the write's 1000", nf.Target)
+	if cmp, _ := freshness.Compare(nf.Target, "2000"); cmp < 0 {
+		t.Fatalf("Get of an evicted write waits for %s, below the write's 2000", nf.Target)
 	}
-	// Once the informer is past every write, a read empties the log.
-	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(1000 + n)}}
+	// Once the informer is past every write, reads return at once.
+	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(2000 + n)}}
 	inf.lw.w.Action(watch.Bookmark, bm)
 	if err := c.List(waitCtx(t), &corev1.ConfigMapList{}, client.InNamespace("a")); err != nil {
 		t.Fatal(err)
 	}
-	if size := logSize(c, configMapGK); size != 0 {
-		t.Errorf("log holds %d entries after the informer caught up", size)
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "k-0"}, &corev1.ConfigMap{}, FailIfNotFresh); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of k-0 after the informer caught up: %v, want the read's NotFound", err)
 	}
 }
 
-// TestWriteLogPrunesByAge: a write the informer has not reached after
-// maxWriteAge leaves the keyed log (folded into the floor, which keeps
-// reads of it waiting), and reached ones go as new writes come.
-func TestWriteLogPrunesByAge(t *testing.T) {
+// TestWritesEvictedWhenIdle: a write the informer has not reached after
+// OwnerIdleTimeout leaves its key's record (folded, per kind, into what
+// every read of the kind waits for), and reads of it keep waiting until
+// the informer reaches it.
+func TestWritesEvictedWhenIdle(t *testing.T) {
 	inf := startInformer(t, Scope{Namespace: "a"}, "900")
-	c := newTestClient(t, time.Hour, []*testInformer{inf})
-	clk := fakeLogClock(c)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	c := newBoundedClient(t, []*testInformer{inf}, readyourwrites.Options{OwnerIdleTimeout: time.Minute, Clock: clk})
 	for i := range 10 {
-		c.recordEntry(configMapGK, entry{key: types.NamespacedName{Namespace: "a", Name: fmt.Sprint("old-", i)}, rv: mustRV(t, fmt.Sprint(1000+i))})
+		written(c, fmt.Sprint("old-", i), fmt.Sprint(1000+i))
 	}
-	if size := logSize(c, configMapGK); size != 10 {
-		t.Fatalf("log holds %d entries, want 10", size)
-	}
-	clk.Step(maxWriteAge + time.Second)
-	c.recordEntry(configMapGK, entry{key: types.NamespacedName{Namespace: "a", Name: "new"}, rv: mustRV(t, "2000")})
-	if size := logSize(c, configMapGK); size != 2 { // "new" and the floor
-		t.Fatalf("log holds %d entries after the old ones aged out, want 2", size)
-	}
+	clk.SetTime(clk.Now().Add(time.Minute + time.Second))
+	written(c, "new", "2000")
+	var nf *NotFreshError
 	err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "old-3"}, &corev1.ConfigMap{}, FailIfNotFresh)
-	if !errors.Is(err, ErrNotFresh) {
-		t.Fatalf("Get of an aged-out write: got %v, want ErrNotFresh", err)
+	if !errors.As(err, &nf) {
+		t.Fatalf("Get of an evicted write: got %v, want a NotFreshError", err)
 	}
-	// Reached entries go as later writes come, without waiting for age.
+	if cmp, _ := freshness.Compare(nf.Target, "1003"); cmp < 0 {
+		t.Fatalf("Get of an evicted write waits for %s, below the write's 1003", nf.Target)
+	}
 	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2000"}}
 	inf.lw.w.Action(watch.Bookmark, bm)
 	eventually(t, "the bookmark", func() bool { return inf.si.Informer.LastObservedResourceVersion() == "2000" })
-	for i := range 3 {
-		c.recordEntry(configMapGK, entry{key: types.NamespacedName{Namespace: "a", Name: fmt.Sprint("next-", i)}, rv: mustRV(t, fmt.Sprint(3000+i))})
+	for _, name := range []string{"old-3", "new", "never-written"} {
+		err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &corev1.ConfigMap{}, FailIfNotFresh)
+		if errors.Is(err, ErrNotFresh) {
+			t.Fatalf("Get of %s once the informer is past every write: %v", name, err)
+		}
 	}
-	if size := logSize(c, configMapGK); size > 3 {
-		t.Errorf("log holds %d entries: reached ones were not dropped", size)
-	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 func newRunningRequeuer(t *testing.T, r *Requeuer) workqueue.TypedRateLimitingInterface[reconcile.Request] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,11 @@ func (o Options) logger() logr.Logger {
 //
 //   - A hook that returns a FreshInformer (built with the ListerWatcher it
 //     was given and cache.NewSharedIndexInformer) loses nothing; its name
-//     and metrics are whatever its own options say.
+//     and metrics are whatever its own options say. Writes are routed to
+//     it by its own scope (cache.WithSelector): without one, it is taken
+//     to see every object of its resource, and a read through it may wait
+//     for a write it never sees until its next bookmark or quiet-resource
+//     probe proves the write is not in its stream.
 //   - Any other informer (a fake in a test, one built elsewhere) is made as
 //     fresh as it can be from the outside: when the cache starts (or at
 //     once, if it runs already) freshctrl wraps it with cache.Wrap, so
@@ -85,10 +90,12 @@ func (o Options) logger() logr.Logger {
 //     reach it. It gives up what only a FreshInformer has: no out-of-order
 //     or stale-relist guard, no metrics, no quiet-resource probe (a waiting
 //     read wakes at the informer's next event; bookmarks and lists count
-//     only when a read starts), no waiting for deletes (a read after a
-//     Delete may still see the object), and a Requeuer re-queues its
-//     requests through the rate limiter instead of exactly when it catches
-//     up. An informer whose objects carry no resource versions (a fake
+//     only when a read starts), no per-key waits (package readyourwrites
+//     works on FreshInformers: a read through it waits for the newest
+//     write through the client that its scope can see, whatever the key),
+//     no waiting for deletes (a read after a Delete may still see the
+//     object), and a Requeuer re-queues its requests through the rate
+//     limiter instead of exactly when it catches up. An informer whose objects carry no resource versions (a fake
 //     clientset's) cannot be waited for: see cache.WrappedInformer.
 //     With client-go's AtomicFIFO feature gate off cache.Wrap refuses:
 //     the informer is then used as it is and reads do not wait for it
@@ -279,7 +286,10 @@ type freshnessView interface {
 }
 
 // registry records the informers a cache makes. mu guards informers, ctx
-// and the foreign entries' stop; the other fields are set before use.
+// and the foreign entries' stop; the other fields are set before use. It is
+// a leaf: nothing is called under it but cache.Wrap (at Start, which calls
+// into the wrapped informer only), and the client's ReadYourWrites and
+// foreign marks take it, never the other way round.
 //
 // Bound: one entry per informer the cache holds (per kind, representation
 // and namespace or selector of its configuration); RemoveInformer drops
@@ -445,6 +455,62 @@ func (r *registry) lookup(gk schema.GroupKind, rep Representation) []*informerEn
 		}
 	}
 	return out
+}
+
+// representations are the three, in the order writes are recorded.
+var representations = []Representation{Typed, Unstructured, Metadata}
+
+// informersOf is the registry's FreshInformers of one representation as a
+// cache.InformerSource, for that representation's ReadYourWrites.
+type informersOf struct {
+	reg *registry
+	rep Representation
+}
+
+// FreshInformersForResource implements cache.InformerSource.
+func (s informersOf) FreshInformersForResource(gr schema.GroupResource) []*fcache.FreshInformer {
+	s.reg.mu.RLock()
+	defer s.reg.mu.RUnlock()
+	var out []*fcache.FreshInformer
+	for _, e := range s.reg.informers {
+		if e.Informer != nil && e.Resource == gr && e.Representation == s.rep {
+			out = append(out, e.Informer)
+		}
+	}
+	return out
+}
+
+// resourceOf returns the resource of gk's informers; false if the cache
+// has none.
+func (r *registry) resourceOf(gk schema.GroupKind) (schema.GroupResource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, e := range r.informers {
+		if e.GroupVersionKind.GroupKind() == gk && !e.Resource.Empty() {
+			return e.Resource, true
+		}
+	}
+	return schema.GroupResource{}, false
+}
+
+// nameOf returns the name the registry knows inf by (its scope, or the
+// name its NewInformer hook gave it).
+func (r *registry) nameOf(inf *fcache.FreshInformer) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, e := range r.informers {
+		if e.Informer == inf {
+			return e.name
+		}
+	}
+	return inf.Name()
+}
+
+// has reports whether e is still among the registry's informers.
+func (r *registry) has(e *informerEntry) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Contains(r.informers, e)
 }
 
 // all returns the informers of a group-kind in every representation.

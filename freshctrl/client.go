@@ -1,33 +1,27 @@
 package freshctrl
 
 import (
-	"container/list"
 	"context"
+	"errors"
 	"fmt"
-	"reflect"
 	"strings"
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // ErrNotFresh is matched (errors.Is) by every *NotFreshError: a read found
 // the cache behind a write this client made. It is the core library's
-// cache.ErrNotFresh.
-var ErrNotFresh = fcache.ErrNotFresh
+// readyourwrites.ErrNotFresh.
+var ErrNotFresh = readyourwrites.ErrNotFresh
 
 // NotFreshError says which informer is behind which write: the resource,
 // the informer (named after its scope), the written key, the resource
@@ -50,6 +44,8 @@ type NotFreshError struct {
 	informer *fcache.FreshInformer
 }
 
+// Error says which informer is behind which write, and how long the read
+// waited.
 func (e *NotFreshError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "freshctrl: %s cache (informer %q) ", e.Resource, e.Informer)
@@ -123,12 +119,21 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // CacheOptions.EnableReadYourWritesConsistency (v0.25) is turned off: this
 // client replaces it.
 //
-// Memory: the client keeps the writes reads may still wait for, at most
-// 1024 per kind written, each for at most a minute on its own; older or
-// further ones the cache has not reached yet are folded into one resource
-// version per kind that every read of the kind waits for until the cache
-// reaches it (a read may then wait for more than it needs, never for less;
-// a delete folded so is no longer waited for).
+// The writes are recorded with package readyourwrites, the library's one
+// read-your-writes implementation (see the package documentation for how
+// writes are routed and deletes proven): each write on behalf of its own
+// key, of its namespace and of the whole resource, so that a Get waits for
+// the writes to its key, a List for those in its namespace.
+//
+// Memory: readyourwrites' bounds, per representation (typed, unstructured,
+// metadata): records for at most readyourwrites.DefaultMaxOwners keys,
+// namespaces and resources written, each evicted after
+// readyourwrites.DefaultOwnerIdleTimeout with nothing written to it or
+// read of it. What an evicted record's informers have not shown yet is
+// folded into one record per kind and informer, which every later read of
+// the kind waits for until the informer shows it: a read may then wait for
+// more than it needs, never for less (a delete folded so is still waited
+// for, until the cache no longer holds the object).
 func NewClient(config *rest.Config, options client.Options) (client.Client, error) {
 	return Options{}.NewClient(config, options)
 }
@@ -155,6 +160,12 @@ func (o Options) NewClient(config *rest.Config, options client.Options) (client.
 }
 
 func newFreshClient(inner client.Client, fc *Cache, co client.CacheOptions, timeout time.Duration) (*freshClient, error) {
+	return newFreshClientWithBounds(inner, fc, co, timeout, readyourwrites.Options{})
+}
+
+// newFreshClientWithBounds is newFreshClient with readyourwrites' bounds
+// (MaxOwners, OwnerIdleTimeout, Clock) from bounds (for tests).
+func newFreshClientWithBounds(inner client.Client, fc *Cache, co client.CacheOptions, timeout time.Duration, bounds readyourwrites.Options) (*freshClient, error) {
 	if timeout <= 0 {
 		timeout = fc.reg.timeout
 	}
@@ -164,13 +175,13 @@ func newFreshClient(inner client.Client, fc *Cache, co client.CacheOptions, time
 		timeout:           timeout,
 		cacheUnstructured: co.Unstructured,
 		uncached:          map[schema.GroupVersionKind]bool{},
+		ryw:               map[Representation]*readyourwrites.ReadYourWrites{},
+		foreign:           foreignMarks{rv: map[*informerEntry]freshness.RV{}},
 	}
-	c.log = writeLog{
-		gks:        map[schema.GroupKind]*kindLog{},
-		maxEntries: maxLoggedWrites,
-		maxAge:     maxWriteAge,
-		clock:      clock.RealClock{},
-		settled:    c.settledOne,
+	// Every read carries its own deadline (Options.Timeout, WaitTimeout).
+	bounds.Timeout = readsHaveTheirOwnDeadline
+	for _, rep := range representations {
+		c.ryw[rep] = readyourwrites.NewWithOptions(informersOf{fc.reg, rep}, bounds)
 	}
 	for _, obj := range co.DisableFor {
 		gvk, err := inner.GroupVersionKindFor(obj)
@@ -182,208 +193,68 @@ func newFreshClient(inner client.Client, fc *Cache, co client.CacheOptions, time
 	return c, nil
 }
 
-// freshClient is safe for concurrent use: the write log has its own lock.
+// readsHaveTheirOwnDeadline is the ReadYourWrites' own bound, which never
+// comes first: every read that waits sets its deadline.
+const readsHaveTheirOwnDeadline = 24 * time.Hour
+
+// freshClient is safe for concurrent use: its ReadYourWrites and its
+// foreign marks have their own locks, and it holds none while calling them
+// or while waiting.
 type freshClient struct {
 	client.Client
 	cache             *Cache
 	timeout           time.Duration
 	cacheUnstructured bool
 	uncached          map[schema.GroupVersionKind]bool
-	log               writeLog
+	// ryw records the writes, one per representation: a read waits for
+	// the informers it reads from only.
+	ryw     map[Representation]*readyourwrites.ReadYourWrites
+	foreign foreignMarks
 }
 
-// entry is the newest write through the client to one key.
-type entry struct {
-	key     types.NamespacedName
-	rv      freshness.RV // zero for a delete
-	labels  map[string]string
-	uid     types.UID
-	deleted bool
-	barrier bool // DeleteAllOf: every key of key.Namespace ("" all)
+// The owners the client records writes on behalf of (a read checks the
+// ones it must reflect): the written key, its namespace, and the whole
+// resource (a namespace and name of ""). A DeleteAllOf, which names no
+// key, is recorded for its namespace's barrier (a name no object can have)
+// as well, which reads of keys of that namespace check.
+func keyOwner(gk schema.GroupKind, key types.NamespacedName) readyourwrites.Owner {
+	return readyourwrites.Owner{GroupKind: gk, NamespacedName: key}
 }
 
-// Bounds of the write log, per group-kind (see writeLog).
-const (
-	maxLoggedWrites = 1024
-	maxWriteAge     = time.Minute
-)
-
-// writeLog holds, per group-kind, the writes reads may still wait for.
-//
-// Bounds: per group-kind at most maxEntries keyed entries (one per object
-// written, or per namespace of a DeleteAllOf) plus one floor, and a keyed
-// entry lives at most maxAge; group-kinds are the kinds written through the
-// client. Each write checks the floor and the oldest entries only: those
-// every informer has reached are dropped (up to two per write, so the log
-// drains while the informers keep up); past a bound the oldest are taken
-// out anyway, and an unreached one is folded into the group-kind's floor,
-// the highest resource version folded, which every informer of the
-// group-kind must reach before a read of the kind returns. A read never
-// returns before a write it must reflect; past the bounds it may wait for
-// more than it needs. An unreached delete has no resource version to fold:
-// past a bound it is dropped, and a read may show the deleted object until
-// the cache catches up, as a plain controller-runtime client would.
-// Inserts are O(1) amortized; a List scans its group-kind's entries.
-//
-// settled runs on the writing goroutine with mu held: it reads informer
-// indexers and the registry and must not call back into the log.
-type writeLog struct {
-	mu         sync.Mutex
-	gks        map[schema.GroupKind]*kindLog
-	maxEntries int
-	maxAge     time.Duration
-	clock      clock.PassiveClock
-	settled    func(schema.GroupKind, entry) bool
+func namespaceOwner(gk schema.GroupKind, ns string) readyourwrites.Owner {
+	return keyOwner(gk, types.NamespacedName{Namespace: ns})
 }
 
-// kindLog is one group-kind's writes, oldest first.
-type kindLog struct {
-	byKey map[types.NamespacedName]*list.Element // of *loggedWrite
-	order list.List
-	floor freshness.RV // zero for none
+const barrierName = "/deleteallof" // object names never contain "/"
+
+func barrierOwner(gk schema.GroupKind, ns string) readyourwrites.Owner {
+	return keyOwner(gk, types.NamespacedName{Namespace: ns, Name: barrierName})
 }
 
-type loggedWrite struct {
-	entry
-	at time.Time
+// writeOwners are the owners a write of key is recorded for.
+func writeOwners(gk schema.GroupKind, key types.NamespacedName) []readyourwrites.Owner {
+	owners := []readyourwrites.Owner{keyOwner(gk, key), namespaceOwner(gk, "")}
+	if key.Namespace != "" {
+		owners = append(owners, namespaceOwner(gk, key.Namespace))
+	}
+	return owners
 }
 
-// floorKey is where the floor sits among a read's pending entries: a
-// barrier of every namespace (a DeleteAllOf of all namespaces raises it).
-var floorKey types.NamespacedName
-
-func (l *writeLog) add(gk schema.GroupKind, e entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	kl := l.gks[gk]
-	if kl == nil {
-		kl = &kindLog{byKey: map[types.NamespacedName]*list.Element{}}
-		l.gks[gk] = kl
-	}
-	now := l.clock.Now()
-	switch el := kl.byKey[e.key]; {
-	case e.key == floorKey:
-		if e.rv.Compare(kl.floor) > 0 {
-			kl.floor = e.rv
-		}
-	case el == nil:
-		kl.byKey[e.key] = kl.order.PushBack(&loggedWrite{entry: e, at: now})
-	default:
-		w := el.Value.(*loggedWrite)
-		// Writes to one key racing on several goroutines may be recorded
-		// out of order: the higher resource version stands.
-		if !(w.deleted || e.deleted) && w.rv.Compare(e.rv) > 0 {
-			e = w.entry
-		}
-		w.entry, w.at = e, now
-		kl.order.MoveToBack(el)
-	}
-	l.trimLocked(gk, kl, now)
-}
-
-// trimLocked drops reached entries from the front and enforces the
-// bounds. l.mu is held.
-func (l *writeLog) trimLocked(gk schema.GroupKind, kl *kindLog, now time.Time) {
-	for checked := 0; ; {
-		front := kl.order.Front()
-		if front == nil {
-			break
-		}
-		w := front.Value.(*loggedWrite)
-		over := kl.order.Len() > l.maxEntries || now.Sub(w.at) >= l.maxAge
-		if !over && checked >= 2 {
-			break
-		}
-		checked++
-		reached := l.settled(gk, w.entry)
-		if !over && !reached {
-			break
-		}
-		kl.order.Remove(front)
-		delete(kl.byKey, w.key)
-		if !reached && !w.deleted && w.rv.Compare(kl.floor) > 0 {
-			kl.floor = w.rv
-		}
-	}
-	if !kl.floor.IsZero() && l.settled(gk, entry{key: floorKey, rv: kl.floor, barrier: true}) {
-		kl.floor = freshness.RV{}
-	}
-	if kl.order.Len() == 0 && kl.floor.IsZero() {
-		delete(l.gks, gk)
-	}
-}
-
-// size returns how many entries a group-kind holds, the floor included.
-func (l *writeLog) size(gk schema.GroupKind) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	kl := l.gks[gk]
-	if kl == nil {
-		return 0
-	}
-	n := kl.order.Len()
-	if !kl.floor.IsZero() {
-		n++
-	}
-	return n
-}
-
-// pending returns the entries a read of key (nil: a List of namespace ns,
-// "" for all) must wait for.
-func (l *writeLog) pending(gk schema.GroupKind, ns string, key *types.NamespacedName) []entry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	kl := l.gks[gk]
-	if kl == nil {
-		return nil
-	}
-	var out []entry
-	if !kl.floor.IsZero() {
-		out = append(out, entry{key: floorKey, rv: kl.floor, barrier: true})
-	}
+// readOwners are the owners a read of key (nil: a List of namespace ns,
+// "" for all) checks.
+func readOwners(gk schema.GroupKind, ns string, key *types.NamespacedName) []readyourwrites.Owner {
 	if key != nil {
-		for _, k := range []types.NamespacedName{*key, {Namespace: key.Namespace}} {
-			if el := kl.byKey[k]; el != nil {
-				out = append(out, el.Value.(*loggedWrite).entry)
-			}
+		owners := []readyourwrites.Owner{keyOwner(gk, *key), barrierOwner(gk, "")}
+		if key.Namespace != "" {
+			owners = append(owners, barrierOwner(gk, key.Namespace))
 		}
-		return out
+		return owners
 	}
-	for el := kl.order.Front(); el != nil; el = el.Next() {
-		if e := el.Value.(*loggedWrite).entry; ns == "" || e.key.Namespace == ns {
-			out = append(out, e)
-		}
+	owners := []readyourwrites.Owner{namespaceOwner(gk, ns)}
+	if ns != "" {
+		owners = append(owners, barrierOwner(gk, ""))
 	}
-	return out
-}
-
-// remove drops entries unless a newer write to their key came meanwhile.
-func (l *writeLog) remove(gk schema.GroupKind, done []entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	kl := l.gks[gk]
-	if kl == nil {
-		return
-	}
-	for _, d := range done {
-		if d.key == floorKey {
-			if kl.floor.Compare(d.rv) == 0 {
-				kl.floor = freshness.RV{}
-			}
-			continue
-		}
-		el := kl.byKey[d.key]
-		if el == nil {
-			continue
-		}
-		if cur := el.Value.(*loggedWrite); cur.rv == d.rv && cur.deleted == d.deleted && cur.uid == d.uid {
-			kl.order.Remove(el)
-			delete(kl.byKey, d.key)
-		}
-	}
-	if kl.order.Len() == 0 && kl.floor.IsZero() {
-		delete(l.gks, gk)
-	}
+	return owners
 }
 
 // bypass reports whether controller-runtime's client reads obj from the
@@ -428,7 +299,7 @@ func (c *freshClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 			return err
 		}
 		if !c.bypass(obj, gvk) {
-			if err := c.await(ctx, gvk, obj, key.Namespace, &key, ro); err != nil {
+			if err := c.await(ctx, gvk.GroupKind(), representationOf(obj), key.Namespace, &key, ro); err != nil {
 				return err
 			}
 		}
@@ -453,11 +324,7 @@ func (c *freshClient) List(ctx context.Context, list client.ObjectList, opts ...
 		}
 		gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 		if !c.bypass(list, gvk) {
-			example, err := c.exampleOf(list, gvk)
-			if err != nil {
-				return err
-			}
-			if err := c.await(ctx, gvk, example, lo.Namespace, nil, ro); err != nil {
+			if err := c.await(ctx, gvk.GroupKind(), representationOf(list), lo.Namespace, nil, ro); err != nil {
 				return err
 			}
 		}
@@ -465,413 +332,68 @@ func (c *freshClient) List(ctx context.Context, list client.ObjectList, opts ...
 	return c.Client.List(ctx, list, opts...)
 }
 
-// exampleOf returns an object of a list's item kind and representation.
-func (c *freshClient) exampleOf(list client.ObjectList, gvk schema.GroupVersionKind) (client.Object, error) {
-	switch representationOf(list) {
-	case Unstructured:
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		return u, nil
-	case Metadata:
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
-		return m, nil
-	}
-	raw, err := c.Scheme().New(gvk)
-	if err != nil {
-		return nil, err
-	}
-	obj, ok := raw.(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("freshctrl: %T is not a client.Object", raw)
-	}
-	return obj, nil
-}
-
-// await waits until the informers serving a read of (obj's kind and
-// representation, namespace ns, key or all) have applied the writes the
-// read must reflect.
-func (c *freshClient) await(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object, ns string, key *types.NamespacedName, ro readOptions) error {
-	gk := gvk.GroupKind()
-	entries := c.log.pending(gk, ns, key)
-	if len(entries) == 0 || !c.cache.started() {
+// await waits until the informers serving a read of (kind gk in
+// representation rep, namespace ns, key or all) have applied the writes
+// the read must reflect.
+func (c *freshClient) await(ctx context.Context, gk schema.GroupKind, rep Representation, ns string, key *types.NamespacedName, ro readOptions) error {
+	if !c.cache.started() {
 		// Before Start no informer runs: the read reports
 		// ErrCacheNotStarted itself.
 		return nil
-	}
-	rep := representationOf(obj)
-	infs := c.cache.reg.lookup(gk, rep)
-	if len(infs) == 0 && !c.cache.failOnMissing {
-		// The read would make the informer; make it now (it syncs first)
-		// so the wait below covers it.
-		if _, err := c.cache.GetInformer(ctx, obj); err != nil {
-			return nil // the read reports it
-		}
-		infs = c.cache.reg.lookup(gk, rep)
 	}
 	if !ro.failFast {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, ro.timeout)
 		defer cancel()
 	}
-	for _, inf := range infs {
-		if !inf.Scope.covers(ns) {
-			continue
-		}
-		target, deletes := needs(inf, entries)
-		if !target.IsZero() {
-			if err := c.waitRV(ctx, inf, target, key, ro); err != nil {
-				return err
-			}
-		}
-		for _, d := range deletes {
-			if err := c.waitDeleted(ctx, inf, d, ro); err != nil {
-				return err
-			}
+	ryw := c.ryw[rep]
+	for _, owner := range readOwners(gk, ns, key) {
+		if err := c.awaitOwner(ctx, ryw, owner, key, ro); err != nil {
+			return err
 		}
 	}
-	c.log.remove(gk, c.settled(gk, entries))
-	return nil
+	return c.awaitForeign(ctx, gk, rep, ns, key, ro)
 }
 
-// needs returns the newest write inf must reach and the deletes it still
-// shows. A write counts for an informer whose scope admits the written
-// object or which holds its key (a write can move an object out of a
-// selector: the informer sees that as a delete at the write's version).
-func needs(inf *informerEntry, entries []entry) (freshness.RV, []entry) {
-	var target freshness.RV
-	var deletes []entry
-	for _, e := range entries {
-		if e.barrier {
-			if inf.Scope.covers(e.key.Namespace) && e.rv.Compare(target) > 0 {
-				target = e.rv
-			}
-			continue
-		}
-		held := cached(inf, e.key)
-		if e.deleted {
-			// A foreign informer cannot be probed for the server's resource
-			// version past the delete: its deletes are not waited for.
-			if inf.Informer != nil && held != nil && (e.uid == "" || held.GetUID() == e.uid) && held.GetDeletionTimestamp() == nil {
-				deletes = append(deletes, e)
-			}
-			continue
-		}
-		if (held != nil || inf.Scope.Admits(e.key.Namespace, e.key.Name, e.labels)) && e.rv.Compare(target) > 0 {
-			target = e.rv
-		}
+// awaitOwner checks (FailIfNotFresh) or waits until the caches hold what
+// was recorded for owner, and says which informer is behind if they do
+// not.
+func (c *freshClient) awaitOwner(ctx context.Context, ryw *readyourwrites.ReadYourWrites, owner readyourwrites.Owner, key *types.NamespacedName, ro readOptions) error {
+	if ro.failFast {
+		return c.notFresh(ryw.CheckFresh(owner), key, 0, nil)
 	}
-	return target, deletes
-}
-
-// settled returns the entries no informer of gk is behind any more.
-func (c *freshClient) settled(gk schema.GroupKind, entries []entry) []entry {
-	var done []entry
-	for _, e := range entries {
-		if c.settledOne(gk, e) {
-			done = append(done, e)
-		}
-	}
-	return done
-}
-
-// settledOne reports whether no informer of gk is behind e. It is the
-// write log's check, run on the writing or reading goroutine.
-func (c *freshClient) settledOne(gk schema.GroupKind, e entry) bool {
-	for _, inf := range c.cache.reg.all(gk) {
-		if !inf.Scope.covers(e.key.Namespace) {
-			continue
-		}
-		target, deletes := needs(inf, []entry{e})
-		if len(deletes) > 0 || (!target.IsZero() && !reached(inf, target)) {
-			return false
-		}
-	}
-	return true
-}
-
-func cached(inf *informerEntry, key types.NamespacedName) metav1.Object {
-	k := key.Name
-	if key.Namespace != "" {
-		k = key.Namespace + "/" + k
-	}
-	obj, ok, _ := inf.indexer().GetByKey(k)
-	if !ok {
+	start := time.Now()
+	err := ryw.EnsureFresh(ctx, owner)
+	if err == nil {
 		return nil
 	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil
+	waited := time.Since(start)
+	var cause *freshness.WaitError
+	if errors.As(err, &cause) {
+		err = cause // the wait's own words: target, current, waited
 	}
-	return m
+	// Which informer is behind, for the error; nil if none is any more.
+	return c.notFresh(ryw.CheckFresh(owner), key, waited, err)
 }
 
-// reached reports whether inf has applied target; an informer that cannot
-// say (a foreign one not wrapped) counts as there: nothing can be waited
-// for on it.
-func reached(inf *informerEntry, target freshness.RV) bool {
-	f := inf.freshness()
-	if f == nil {
-		return true
-	}
-	cur, err := freshness.ParseRV(f.LastObservedResourceVersion())
-	return err == nil && cur.AtLeast(target)
-}
-
-func (c *freshClient) waitRV(ctx context.Context, inf *informerEntry, target freshness.RV, key *types.NamespacedName, ro readOptions) error {
-	if reached(inf, target) {
+// notFresh turns readyourwrites' error into freshctrl's: a
+// *NotFreshError for a cache behind, nil for an informer not started yet
+// (the read reports what the cache says), anything else as it is.
+func (c *freshClient) notFresh(err error, key *types.NamespacedName, waited time.Duration, cause error) error {
+	var nf *readyourwrites.NotFreshError
+	switch {
+	case err == nil || errors.Is(err, fcache.ErrNoInformer):
 		return nil
+	case !errors.As(err, &nf):
+		return err
 	}
-	f := inf.freshness()
-	e := &NotFreshError{Resource: inf.Resource, Informer: inf.name, Target: target.String(), informer: inf.Informer}
-	if key != nil {
+	e := &NotFreshError{Resource: nf.Resource, Informer: c.cache.reg.nameOf(nf.Informer), Target: nf.Written, Reached: nf.Observed,
+		Waited: waited, Err: cause, informer: nf.Informer}
+	switch {
+	case nf.Deleted.Name != "":
+		e.Deleted, e.Key = true, nf.Deleted
+	case key != nil:
 		e.Key = *key
 	}
-	if ro.failFast {
-		e.Reached = f.LastObservedResourceVersion()
-		return e
-	}
-	start := time.Now()
-	err := f.WaitForFreshness(ctx, target.String())
-	if err == nil {
-		return nil
-	}
-	e.Waited, e.Err, e.Reached = time.Since(start), err, f.LastObservedResourceVersion()
 	return e
-}
-
-// waitDeleted waits until inf no longer shows d live. The delete event has
-// usually arrived already; otherwise the server's current resource
-// version, which is past the delete, is the target (one limit=1 list).
-func (c *freshClient) waitDeleted(ctx context.Context, inf *informerEntry, d entry, ro readOptions) error {
-	e := &NotFreshError{Resource: inf.Resource, Informer: inf.name, Key: d.key, Deleted: true, informer: inf.Informer}
-	if ro.failFast {
-		e.Reached = inf.Informer.LastObservedResourceVersion()
-		return e
-	}
-	start := time.Now()
-	rv, err := inf.Informer.ProbeResourceVersion(ctx)
-	if err == nil {
-		e.Target = rv
-		err = inf.Informer.WaitForFreshness(ctx, rv)
-	}
-	if err != nil {
-		e.Waited, e.Err, e.Reached = time.Since(start), err, inf.Informer.LastObservedResourceVersion()
-		return e
-	}
-	return nil
-}
-
-// record notes a successful write of obj (as the server returned it).
-func (c *freshClient) record(obj client.Object) {
-	gvk, err := c.GroupVersionKindFor(obj)
-	if err != nil {
-		return
-	}
-	rv, err := freshness.ParseRV(obj.GetResourceVersion())
-	if err != nil || rv.IsZero() {
-		return // an RV that cannot be ordered cannot be waited for
-	}
-	c.recordEntry(gvk.GroupKind(), entry{key: client.ObjectKeyFromObject(obj), rv: rv, labels: obj.GetLabels(), uid: obj.GetUID()})
-}
-
-func (c *freshClient) recordEntry(gk schema.GroupKind, e entry) {
-	if !e.rv.IsZero() {
-		// Lag and write-to-visible metrics; the key lets a relist that lost
-		// the write (etcd restored) be declared.
-		written := &metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name, ResourceVersion: e.rv.String()}
-		for _, inf := range c.cache.reg.all(gk) {
-			if inf.Informer != nil {
-				_ = inf.Informer.RecordWrittenObject(written)
-			}
-		}
-	}
-	c.log.add(gk, e)
-}
-
-// Create implements client.Writer.
-func (c *freshClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.Client.Create(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.CreateOptions{}).ApplyOptions(opts)) {
-		c.record(obj)
-	}
-	return nil
-}
-
-// Update implements client.Writer.
-func (c *freshClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := c.Client.Update(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.UpdateOptions{}).ApplyOptions(opts)) {
-		c.record(obj)
-	}
-	return nil
-}
-
-// Patch implements client.Writer.
-func (c *freshClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.PatchOptions{}).ApplyOptions(opts)) {
-		c.record(obj)
-	}
-	return nil
-}
-
-// Apply implements client.Writer. The written object is read back from the
-// apply configuration, which controller-runtime fills with the response.
-func (c *freshClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.ApplyOptions{}).ApplyOptions(opts)) {
-		c.recordApplied(obj)
-	}
-	return nil
-}
-
-// recordApplied records an apply configuration's response: unstructured
-// ones carry an object; typed ones have the generated metadata fields.
-func (c *freshClient) recordApplied(obj runtime.ApplyConfiguration) {
-	if u, ok := obj.(interface {
-		GetObjectKind() schema.ObjectKind
-		client.Object
-	}); ok {
-		c.record(u)
-		return
-	}
-	v := reflect.ValueOf(obj)
-	for v.Kind() == reflect.Pointer && !v.IsNil() {
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
-		return
-	}
-	str := func(name string) string {
-		f := v.FieldByName(name)
-		if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.String {
-			return ""
-		}
-		return f.Elem().String()
-	}
-	gv, err := schema.ParseGroupVersion(str("APIVersion"))
-	if err != nil || str("Kind") == "" {
-		return
-	}
-	rv, err := freshness.ParseRV(str("ResourceVersion"))
-	if err != nil || rv.IsZero() {
-		return
-	}
-	var lbls map[string]string
-	if f := v.FieldByName("Labels"); f.IsValid() {
-		lbls, _ = f.Interface().(map[string]string)
-	}
-	c.recordEntry(gv.WithKind(str("Kind")).GroupKind(), entry{
-		key: types.NamespacedName{Namespace: str("Namespace"), Name: str("Name")}, rv: rv, labels: lbls, uid: types.UID(str("UID")),
-	})
-}
-
-// Delete implements client.Writer. A later read waits until the cache no
-// longer holds the deleted object's UID (or holds it terminating).
-func (c *freshClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	do := (&client.DeleteOptions{}).ApplyOptions(opts)
-	uid := obj.GetUID()
-	if do.Preconditions != nil && ptr.Deref(do.Preconditions.UID, "") != "" {
-		uid = *do.Preconditions.UID
-	}
-	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if optedOut(do) {
-		return nil
-	}
-	gvk, err := c.GroupVersionKindFor(obj)
-	if err != nil {
-		return nil
-	}
-	c.log.add(gvk.GroupKind(), entry{key: client.ObjectKeyFromObject(obj), uid: uid, deleted: true})
-	return nil
-}
-
-// DeleteAllOf implements client.Writer. The response carries no resource
-// version, so the client asks the server for its current one afterwards
-// (one limit=1 list through an informer of the resource, bounded by
-// Options.Timeout) and later reads of the namespace wait for it.
-func (c *freshClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if err := c.Client.DeleteAllOf(ctx, obj, opts...); err != nil {
-		return err
-	}
-	gvk, err := c.GroupVersionKindFor(obj)
-	if err != nil {
-		return nil
-	}
-	ns := (&client.DeleteAllOfOptions{}).ApplyOptions(opts).Namespace
-	for _, inf := range c.cache.reg.all(gvk.GroupKind()) {
-		if !inf.Scope.covers(ns) || inf.Informer == nil {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, c.timeout)
-		s, err := inf.Informer.ProbeResourceVersion(pctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("freshctrl: DeleteAllOf succeeded, but asking the server for its resource version failed: %w", err)
-		}
-		if rv, err := freshness.ParseRV(s); err == nil && !rv.IsZero() {
-			c.recordEntry(gvk.GroupKind(), entry{key: types.NamespacedName{Namespace: ns}, rv: rv, barrier: true})
-		}
-		break
-	}
-	return nil
-}
-
-// Status implements client.StatusClient.
-func (c *freshClient) Status() client.SubResourceWriter { return c.SubResource("status") }
-
-// SubResource implements client.SubResourceClientConstructor: updates,
-// patches and applies of a subresource (status, scale) are recorded like
-// writes of the object.
-func (c *freshClient) SubResource(sub string) client.SubResourceClient {
-	return &subResourceClient{SubResourceClient: c.Client.SubResource(sub), c: c}
-}
-
-type subResourceClient struct {
-	client.SubResourceClient
-	c *freshClient
-}
-
-// Update implements client.SubResourceWriter.
-func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := s.SubResourceClient.Update(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.SubResourceUpdateOptions{}).ApplyOptions(opts)) {
-		s.c.record(obj)
-	}
-	return nil
-}
-
-// Patch implements client.SubResourceWriter.
-func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := s.SubResourceClient.Patch(ctx, obj, patch, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.SubResourcePatchOptions{}).ApplyOptions(opts)) {
-		s.c.record(obj)
-	}
-	return nil
-}
-
-// Apply implements client.SubResourceWriter.
-func (s *subResourceClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	if err := s.SubResourceClient.Apply(ctx, obj, opts...); err != nil {
-		return err
-	}
-	if !optedOut((&client.SubResourceApplyOptions{}).ApplyOpts(opts)) {
-		s.c.recordApplied(obj)
-	}
-	return nil
 }

@@ -85,7 +85,8 @@ type testInformer struct {
 func startInformer(t *testing.T, s Scope, rv string, objs ...corev1.ConfigMap) *testInformer {
 	t.Helper()
 	lw := &fakeLW{rv: rv, items: objs, w: watch.NewFakeWithChanSize(16, false)}
-	inf := fcache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, fcache.WithName(s.String()), fcache.WithResource(configMaps))
+	inf := fcache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, fcache.WithName(s.String()), fcache.WithResource(configMaps),
+		fcache.WithSelector(s.Selector())) // as the registry makes them
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })

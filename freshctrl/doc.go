@@ -35,7 +35,9 @@
 //
 // # Read-your-writes, compared with controller-runtime's own
 //
-// controller-runtime v0.25 has an experimental
+// The client records its writes with the root module's package
+// readyourwrites, the same implementation client-go controllers use (see
+// NewClient). controller-runtime v0.25 has an experimental
 // CacheOptions.EnableReadYourWritesConsistency. This package differs on
 // each point where that falls short:
 //
@@ -106,9 +108,10 @@
 //   - That transport's RoundTrip runs on whatever goroutine sends the
 //     request (the informers' reflectors, probes); it only looks at the
 //     request's context.
-//   - The write log's pruning check runs on the goroutine that writes
-//     through the client, under the log's lock; it reads informer
-//     indexers and resource versions only.
+//   - The client's writes and reads go through package readyourwrites
+//     (its records, its eviction, its checks and waits) on the goroutine
+//     that writes or reads; its delete proofs read informer indexers and
+//     resource versions only. Nothing it runs is a callback of freshctrl's.
 //   - A Requeuer's freshness callback runs on the informer goroutine that
 //     applies the event or bookmark (or answers its probe), or at once on
 //     WhenFresh's goroutine; its MaxPark timer on a timer goroutine; both

@@ -77,12 +77,15 @@ type RequeuerOptions struct {
 // All of them only take the Requeuer's lock and add to the queue, which
 // does not block.
 //
-// It is safe for concurrent use.
+// It is safe for concurrent use. Its mutex guards the pending requests,
+// their deadline heap, the timer and the started and stopped state; it is a
+// leaf: AfterFreshness, the stop functions, the server probe and the
+// queue are called with it released.
 type Requeuer struct {
 	opts RequeuerOptions
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
+	mu       sync.Mutex      // guards the fields below
 	ctx      context.Context // set by Start
 	queue    workqueue.TypedRateLimitingInterface[reconcile.Request]
 	pending  map[reconcile.Request]*pendingRequest

@@ -10,6 +10,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshtest"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // A controller's unit test on a fake clientset, with read-your-writes on:
@@ -24,9 +25,9 @@ func ExampleNewClientset() {
 	defer func() { cancel(); factory.Shutdown() }() // stop the informers, then wait for them
 	factory.WaitForCacheSync(ctx.Done())
 
-	ryw := cache.NewReadYourWrites(factory, 5*time.Second)
+	ryw := readyourwrites.New(factory, 5*time.Second)
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", UID: "p1"}}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 
 	child, err := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child"},

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 func rvOf(t *testing.T, s string) uint64 {
@@ -136,8 +137,8 @@ func TestReadYourWritesOverTheFake(t *testing.T) {
 	defer func() { cancel(); f.Shutdown() }()
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	ryw := cache.NewReadYourWrites(f, 10*time.Second)
-	owner := cache.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}, UID: "u"}
+	ryw := readyourwrites.New(f, 10*time.Second)
+	owner := readyourwrites.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}, UID: "u"}
 	for i := range 20 {
 		cm, err := c.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: strconv.Itoa(i)}}, metav1.CreateOptions{})
 		if err := ryw.Wrote(owner, cm, err); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshtest"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 )
 
@@ -27,7 +28,7 @@ func ExampleRequeuer_ParkUntilFresh() {
 	factory.Start(ctx.Done())
 	defer func() { cancel(); factory.Shutdown() }()
 	factory.WaitForCacheSync(ctx.Done())
-	ryw := cache.NewReadYourWrites(factory, 5*time.Second)
+	ryw := readyourwrites.New(factory, 5*time.Second)
 
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
 	defer queue.ShutDown()
@@ -35,7 +36,7 @@ func ExampleRequeuer_ParkUntilFresh() {
 	defer rq.ShutDown()
 
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", UID: "p1"}}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 	child, err := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child"}}, metav1.CreateOptions{})
 	if err != nil {
 		fmt.Println(err)

@@ -1,13 +1,13 @@
 // Package requeue parks a workqueue key until the informer caches have
 // caught up with what its owner wrote, and adds it back to a client-go
 // workqueue the moment they have: requeue when fresh, instead of blocking a
-// worker (cache.ReadYourWrites.EnsureFresh) or retrying with an exponential
+// worker (readyourwrites.ReadYourWrites.EnsureFresh) or retrying with an exponential
 // backoff until the cache happens to be fresh, as kube-controller-manager's
 // consistency store does.
 //
 // One line in the reconciler, after it knows the owner:
 //
-//	if parked, err := rq.ParkUntilFresh(key, cache.OwnerOf(parent)); parked || err != nil {
+//	if parked, err := rq.ParkUntilFresh(key, readyourwrites.OwnerOf(parent)); parked || err != nil {
 //		return err // parked: the key comes back when the cache is fresh
 //	}
 //
@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
-	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // DefaultMaxPark bounds how long a key stays parked when no WithMaxPark
@@ -33,15 +33,15 @@ import (
 const DefaultMaxPark = 10 * time.Second
 
 // Freshness tells when an owner's writes are visible in the caches.
-// *cache.ReadYourWrites implements it.
+// *readyourwrites.ReadYourWrites implements it.
 type Freshness interface {
 	// WhenFresh calls f once every cache owner wrote to has caught up
 	// (nil) or cannot (an error); stop calls f off. See
-	// cache.ReadYourWrites.WhenFresh.
-	WhenFresh(owner cache.Owner, f func(error)) (stop func() bool)
+	// readyourwrites.ReadYourWrites.WhenFresh.
+	WhenFresh(owner readyourwrites.Owner, f func(error)) (stop func() bool)
 }
 
-var _ Freshness = (*cache.ReadYourWrites)(nil)
+var _ Freshness = (*readyourwrites.ReadYourWrites)(nil)
 
 // Outcome says how a key left the parking, for metrics.
 type Outcome string
@@ -89,6 +89,14 @@ func WithClock(c clock.WithDelayedExecution) Option { return func(o *options) { 
 // Requeuer parks keys of a typed workqueue until their owners' writes are
 // visible in the caches. Its methods are safe for concurrent use; a key is
 // parked at most once at a time.
+//
+// Its mutex guards the parked keys, their deadline heap, the timer and the
+// shut-down flag. Under it the Requeuer calls only its Metrics (which must
+// not call back); it calls WhenFresh, the notices' stop functions and the
+// queue with it released, so the freshness callbacks, which take it, may
+// run on any goroutine and at once. It is a leaf before the metrics' own
+// locks: no lock of the Requeuer's callers or of the caches is taken under
+// it.
 type Requeuer[T comparable] struct {
 	queue     workqueue.TypedRateLimitingInterface[T]
 	freshness Freshness
@@ -141,7 +149,7 @@ var ErrShutDown = errors.New("requeue: shut down")
 // A key that is parked already stays parked with its original deadline,
 // now waiting for owner's writes as recorded at this call. After ShutDown
 // it returns (false, ErrShutDown).
-func (r *Requeuer[T]) ParkUntilFresh(key T, owner cache.Owner) (parked bool, err error) {
+func (r *Requeuer[T]) ParkUntilFresh(key T, owner readyourwrites.Owner) (parked bool, err error) {
 	now := r.opts.clock.Now()
 	p := &parking{start: now, due: now.Add(r.opts.maxPark), index: -1, registering: true}
 	r.mu.Lock()

@@ -12,15 +12,15 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // fakeFreshness lets a test say when an owner's writes become visible.
 type fakeFreshness struct {
 	mu      sync.Mutex
-	fresh   map[cache.Owner]error // owners whose state is known: nil fresh, else the error
-	waiting map[cache.Owner][]*notice
+	fresh   map[readyourwrites.Owner]error // owners whose state is known: nil fresh, else the error
+	waiting map[readyourwrites.Owner][]*notice
 }
 
 type notice struct {
@@ -28,10 +28,10 @@ type notice struct {
 }
 
 func newFakeFreshness() *fakeFreshness {
-	return &fakeFreshness{fresh: map[cache.Owner]error{}, waiting: map[cache.Owner][]*notice{}}
+	return &fakeFreshness{fresh: map[readyourwrites.Owner]error{}, waiting: map[readyourwrites.Owner][]*notice{}}
 }
 
-func (ff *fakeFreshness) WhenFresh(owner cache.Owner, f func(error)) func() bool {
+func (ff *fakeFreshness) WhenFresh(owner readyourwrites.Owner, f func(error)) func() bool {
 	ff.mu.Lock()
 	if err, ok := ff.fresh[owner]; ok {
 		ff.mu.Unlock()
@@ -55,7 +55,7 @@ func (ff *fakeFreshness) WhenFresh(owner cache.Owner, f func(error)) func() bool
 }
 
 // set makes owner's state known (nil: fresh) and releases its notices.
-func (ff *fakeFreshness) set(owner cache.Owner, err error) {
+func (ff *fakeFreshness) set(owner readyourwrites.Owner, err error) {
 	ff.mu.Lock()
 	ff.fresh[owner] = err
 	ns := ff.waiting[owner]
@@ -67,7 +67,7 @@ func (ff *fakeFreshness) set(owner cache.Owner, err error) {
 }
 
 // unset makes owner not fresh again (a new write).
-func (ff *fakeFreshness) unset(owner cache.Owner) {
+func (ff *fakeFreshness) unset(owner readyourwrites.Owner) {
 	ff.mu.Lock()
 	delete(ff.fresh, owner)
 	ff.mu.Unlock()
@@ -211,8 +211,8 @@ func expectQueued(t *testing.T, q workqueue.TypedRateLimitingInterface[key], wan
 	}
 }
 
-func ownerN(i int) cache.Owner {
-	return cache.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, UID: "u"}
+func ownerN(i int) readyourwrites.Owner {
+	return readyourwrites.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("p", i)}, UID: "u"}
 }
 
 func TestParkUntilFreshFreshAtOnce(t *testing.T) {
@@ -398,7 +398,7 @@ func TestParkUntilFreshConcurrent(t *testing.T) {
 			if shutdown {
 				return
 			}
-			o := cache.Owner{NamespacedName: k, UID: "u"}
+			o := readyourwrites.Owner{NamespacedName: k, UID: "u"}
 			if parked, err := rq.ParkUntilFresh(k, o); !parked && err == nil {
 				reconciled.Store(k, true)
 			}

@@ -13,17 +13,17 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // countingRecorder counts records and keeps nothing.
 type countingRecorder struct{ n int }
 
-func (r *countingRecorder) Record(cache.Owner, schema.GroupResource, metav1.Object) error {
+func (r *countingRecorder) Record(readyourwrites.Owner, schema.GroupResource, metav1.Object) error {
 	r.n++
 	return nil
 }
-func (r *countingRecorder) RecordDelete(cache.Owner, schema.GroupResource, metav1.Object) error {
+func (r *countingRecorder) RecordDelete(readyourwrites.Owner, schema.GroupResource, metav1.Object) error {
 	r.n++
 	return nil
 }

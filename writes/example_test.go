@@ -12,20 +12,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/writes"
 )
 
 // printRecorder prints what the transport records; a controller passes its
-// *cache.ReadYourWrites instead.
+// *readyourwrites.ReadYourWrites instead.
 type printRecorder struct{}
 
-func (printRecorder) Record(owner cache.Owner, gr schema.GroupResource, o metav1.Object) error {
+func (printRecorder) Record(owner readyourwrites.Owner, gr schema.GroupResource, o metav1.Object) error {
 	fmt.Printf("recorded %s %s/%s at %s for %s\n", gr, o.GetNamespace(), o.GetName(), o.GetResourceVersion(), owner)
 	return nil
 }
 
-func (printRecorder) RecordDelete(owner cache.Owner, gr schema.GroupResource, o metav1.Object) error {
+func (printRecorder) RecordDelete(owner readyourwrites.Owner, gr schema.GroupResource, o metav1.Object) error {
 	fmt.Printf("recorded the delete of %s %s/%s for %s\n", gr, o.GetNamespace(), o.GetName(), owner)
 	return nil
 }
@@ -45,7 +45,7 @@ func ExampleWrapConfig() {
 
 	// In reconcile:
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", UID: "p1"}}
-	ctx := writes.WithOwner(context.Background(), cache.OwnerOf(parent))
+	ctx := writes.WithOwner(context.Background(), readyourwrites.OwnerOf(parent))
 	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child"}}
 	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, child, metav1.UpdateOptions{}); err != nil {
 		fmt.Println(err)

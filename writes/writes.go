@@ -2,12 +2,12 @@
 // touching its write calls. Wrap the rest.Config the controller's clients
 // are made from, and give each reconcile a context that names its owner:
 //
-//	cfg = writes.WrapConfig(cfg, ryw) // ryw is a *cache.ReadYourWrites
+//	cfg = writes.WrapConfig(cfg, ryw) // ryw is a *readyourwrites.ReadYourWrites
 //	client := kubernetes.NewForConfig(cfg) // or dynamic, or a REST client
 //	...
 //	func (c *Controller) reconcile(ctx context.Context, key string) error {
 //		parent, err := c.lister.Get(...)
-//		ctx = writes.WithOwner(ctx, cache.OwnerOf(parent)) // the one line
+//		ctx = writes.WithOwner(ctx, readyourwrites.OwnerOf(parent)) // the one line
 //		...
 //		_, err = c.client.CoreV1().ConfigMaps(ns).Update(ctx, child, opts) // recorded
 //
@@ -73,17 +73,18 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/apipath"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Recorder receives the writes. *cache.ReadYourWrites implements it.
+// Recorder receives the writes. *readyourwrites.ReadYourWrites implements it.
 type Recorder interface {
 	// Record notes an object as a create, update, patch or subresource
 	// write returned it.
-	Record(owner cache.Owner, gr schema.GroupResource, written metav1.Object) error
+	Record(owner readyourwrites.Owner, gr schema.GroupResource, written metav1.Object) error
 	// RecordDelete notes a deleted object (from the DELETE response: the
 	// object, or only its name and UID when the server returned a Status).
-	RecordDelete(owner cache.Owner, gr schema.GroupResource, deleted metav1.Object) error
+	RecordDelete(owner readyourwrites.Owner, gr schema.GroupResource, deleted metav1.Object) error
 }
 
 // NewestKnower is implemented by a Recorder that knows the newest resource
@@ -97,21 +98,21 @@ type NewestKnower interface {
 }
 
 var (
-	_ Recorder     = (*cache.ReadYourWrites)(nil)
-	_ NewestKnower = (*cache.ReadYourWrites)(nil)
+	_ Recorder     = (*readyourwrites.ReadYourWrites)(nil)
+	_ NewestKnower = (*readyourwrites.ReadYourWrites)(nil)
 )
 
 type ownerKey struct{}
 
 // WithOwner returns a context under which every successful write made
 // through a wrapped transport is recorded on behalf of owner.
-func WithOwner(ctx context.Context, owner cache.Owner) context.Context {
+func WithOwner(ctx context.Context, owner readyourwrites.Owner) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
 
 // OwnerFrom returns the owner WithOwner put in ctx.
-func OwnerFrom(ctx context.Context) (cache.Owner, bool) {
-	o, ok := ctx.Value(ownerKey{}).(cache.Owner)
+func OwnerFrom(ctx context.Context) (readyourwrites.Owner, bool) {
+	o, ok := ctx.Value(ownerKey{}).(readyourwrites.Owner)
 	return o, ok
 }
 
@@ -258,7 +259,7 @@ func objectWrite(req *http.Request) (apipath.Target, bool) {
 
 // record reads the body (handing the client the same bytes back) and
 // records the write it reports.
-func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner cache.Owner, t apipath.Target) error {
+func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner readyourwrites.Owner, t apipath.Target) error {
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		return fmt.Errorf("%w: encoded with %q", ErrUnsupportedContentType, enc)
 	}

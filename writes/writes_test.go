@@ -28,12 +28,13 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/internal/apipath"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // call is one Record or RecordDelete.
 type call struct {
 	delete bool
-	owner  cache.Owner
+	owner  readyourwrites.Owner
 	gr     schema.GroupResource
 	ns     string
 	name   string
@@ -48,18 +49,18 @@ type fakeRecorder struct {
 	err   error
 }
 
-func (r *fakeRecorder) add(del bool, owner cache.Owner, gr schema.GroupResource, o metav1.Object) {
+func (r *fakeRecorder) add(del bool, owner readyourwrites.Owner, gr schema.GroupResource, o metav1.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, call{del, owner, gr, o.GetNamespace(), o.GetName(), o.GetUID(), o.GetResourceVersion(), o.GetLabels()})
 }
 
-func (r *fakeRecorder) Record(owner cache.Owner, gr schema.GroupResource, o metav1.Object) error {
+func (r *fakeRecorder) Record(owner readyourwrites.Owner, gr schema.GroupResource, o metav1.Object) error {
 	r.add(false, owner, gr, o)
 	return r.err
 }
 
-func (r *fakeRecorder) RecordDelete(owner cache.Owner, gr schema.GroupResource, o metav1.Object) error {
+func (r *fakeRecorder) RecordDelete(owner readyourwrites.Owner, gr schema.GroupResource, o metav1.Object) error {
 	r.add(true, owner, gr, o)
 	return r.err
 }
@@ -124,7 +125,7 @@ func apiServer(t testing.TB) *httptest.Server {
 var (
 	cmGR     = schema.GroupResource{Resource: "configmaps"}
 	deployGR = schema.GroupResource{Group: "apps", Resource: "deployments"}
-	theOwner = cache.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "parent"}, UID: "p1"}
+	theOwner = readyourwrites.Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "parent"}, UID: "p1"}
 )
 
 func TestTypedClientWrites(t *testing.T) {

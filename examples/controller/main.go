@@ -55,6 +55,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/metrics"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 	"github.com/freshinformer/freshinformer/writes"
 )
@@ -63,7 +64,7 @@ type controller struct {
 	client kubernetes.Interface // writes through it are recorded
 	lister corelisters.ConfigMapLister
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	ryw    *cache.ReadYourWrites
+	ryw    *readyourwrites.ReadYourWrites
 	rq     *requeue.Requeuer[types.NamespacedName]
 	mode   string
 
@@ -141,7 +142,7 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target, workers in
 	// The drop-in factory: the same accessors as client-go's.
 	factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace(ns),
 		cache.WithInformerOptions(cache.WithMetrics(provider), cache.WithName("controller")))
-	ryw := cache.NewReadYourWrites(factory, 10*time.Second)
+	ryw := readyourwrites.New(factory, 10*time.Second)
 	// The setup change: clients made from the wrapped config record their
 	// writes for read-your-writes.
 	recording, err := kubernetes.NewForConfig(writes.WrapConfig(cfg, ryw))
@@ -217,7 +218,7 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target, workers in
 // newController wires the controller to the factory's ConfigMap informer.
 // client is the one it writes with (made from a config wrapped by
 // writes.WrapConfig, so its writes are recorded on ryw).
-func newController(client kubernetes.Interface, factory *cache.SharedInformerFactory, ryw *cache.ReadYourWrites, mode string, opts ...requeue.Option) (*controller, error) {
+func newController(client kubernetes.Interface, factory *cache.SharedInformerFactory, ryw *readyourwrites.ReadYourWrites, mode string, opts ...requeue.Option) (*controller, error) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
 	c := &controller{
 		client:    client,
@@ -257,7 +258,7 @@ func (c *controller) next(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
-	case errors.Is(err, cache.ErrNotFresh):
+	case errors.Is(err, readyourwrites.ErrNotFresh):
 		c.notFresh.Add(1)
 		c.queue.AddRateLimited(key) // backoff mode: try again later, as kube-controller-manager does
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
@@ -277,13 +278,13 @@ func (c *controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	c.reconciles.Add(1)
 	parent, err := c.lister.ConfigMaps(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.ryw.Forget(cache.Owner{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: key})
+		c.ryw.Forget(readyourwrites.Owner{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: key})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 	ctx = writes.WithOwner(ctx, owner) // the writes below are recorded for owner
 	switch c.mode {
 	case "requeue":

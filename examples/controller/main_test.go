@@ -15,6 +15,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshtest"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // recordFakeWrites records every configmap write the fake clientset
 // answers on behalf of owner: the fake does not go through HTTP, so it
 // stands in for the writes transport of a real client.
-func recordFakeWrites(t *testing.T, fake *k8stesting.Fake, ryw *cache.ReadYourWrites, owner func() cache.Owner) {
+func recordFakeWrites(t *testing.T, fake *k8stesting.Fake, ryw *readyourwrites.ReadYourWrites, owner func() readyourwrites.Owner) {
 	chain := fake.ReactionChain
 	gr := schema.GroupResource{Resource: "configmaps"}
 	fake.ReactionChain = []k8stesting.Reactor{&k8stesting.SimpleReactor{Verb: "*", Resource: "*",
@@ -59,19 +60,19 @@ func TestControllerOnFakeClientset(t *testing.T) {
 				Data:       map[string]string{"target": strconv.Itoa(target)},
 			})
 			factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace("ns"))
-			ryw := cache.NewReadYourWrites(factory, 10*time.Second)
+			ryw := readyourwrites.New(factory, 10*time.Second)
 			c, err := newController(client, factory, ryw, mode)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.rq.ShutDown()
-			recordFakeWrites(t, &client.Fake, ryw, func() cache.Owner {
+			recordFakeWrites(t, &client.Fake, ryw, func() readyourwrites.Owner {
 				p, err := c.lister.ConfigMaps("ns").Get("parent")
 				if err != nil {
 					t.Error(err)
-					return cache.Owner{}
+					return readyourwrites.Owner{}
 				}
-				return cache.OwnerOf(p)
+				return readyourwrites.OwnerOf(p)
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer func() { cancel(); factory.Shutdown() }()

@@ -13,6 +13,7 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/testenv"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // TestReadYourWritesThroughFactory runs a reconciler's write-then-read
@@ -35,13 +36,13 @@ func TestReadYourWritesThroughFactory(t *testing.T) {
 		}
 	}
 	fresh := factory.(*cache.SharedInformerFactory)
-	ryw := cache.NewReadYourWrites(fresh, 30*time.Second)
+	ryw := readyourwrites.New(fresh, 30*time.Second)
 
 	parent, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child"}, Data: map[string]string{}}
 	if child, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, child, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/testenv"
 	"github.com/freshinformer/freshinformer/metrics"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // TestSeveralInformersOfOneResource: two namespaced informers of
@@ -67,12 +68,12 @@ func TestSeveralInformersOfOneResource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ryw := cache.NewReadYourWrites(sources, 30*time.Second)
+	ryw := readyourwrites.New(sources, 30*time.Second)
 	parent, err := cs.CoreV1().ConfigMaps(nsA).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 
 	// holds reports whether inf caches ns/name at rv or newer.
 	holds := func(inf *cache.FreshInformer, ns, name, rv string) bool {
@@ -102,7 +103,7 @@ func TestSeveralInformersOfOneResource(t *testing.T) {
 	}
 
 	// Only the namespaced informers: a write in c is refused at once.
-	namespacedOnly := cache.NewReadYourWrites(cache.Sources{factories[0], factories[1]}, 30*time.Second)
+	namespacedOnly := readyourwrites.New(cache.Sources{factories[0], factories[1]}, 30*time.Second)
 	outside, err := cs.CoreV1().ConfigMaps(nsC).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "outside"}}, metav1.CreateOptions{})
 	if err := namespacedOnly.Wrote(owner, outside, err); !errors.Is(err, cache.ErrNotWatched) {
 		t.Fatalf("a write no informer sees: %v", err)

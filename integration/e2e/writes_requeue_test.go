@@ -28,22 +28,23 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/testenv"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 	"github.com/freshinformer/freshinformer/writes"
 )
 
 // countingRecorder passes records to a ReadYourWrites and counts them.
 type countingRecorder struct {
-	ryw              *cache.ReadYourWrites
+	ryw              *readyourwrites.ReadYourWrites
 	records, deletes atomic.Int64
 }
 
-func (c *countingRecorder) Record(o cache.Owner, gr schema.GroupResource, obj metav1.Object) error {
+func (c *countingRecorder) Record(o readyourwrites.Owner, gr schema.GroupResource, obj metav1.Object) error {
 	c.records.Add(1)
 	return c.ryw.Record(o, gr, obj)
 }
 
-func (c *countingRecorder) RecordDelete(o cache.Owner, gr schema.GroupResource, obj metav1.Object) error {
+func (c *countingRecorder) RecordDelete(o readyourwrites.Owner, gr schema.GroupResource, obj metav1.Object) error {
 	c.deletes.Add(1)
 	return c.ryw.RecordDelete(o, gr, obj)
 }
@@ -64,7 +65,7 @@ func TestWritesTransportRecordsEveryClient(t *testing.T) {
 	factory.Start(ctx.Done())
 	defer func() { cancel(); factory.Shutdown() }()
 	factory.WaitForCacheSync(ctx.Done())
-	ryw := cache.NewReadYourWrites(factory, 30*time.Second)
+	ryw := readyourwrites.New(factory, 30*time.Second)
 	rec := &countingRecorder{ryw: ryw}
 	cfg := writes.WrapConfig(testenv.Config(t), rec, writes.WithErrorHandler(func(_ context.Context, err error) { t.Errorf("not recorded: %v", err) }))
 	protoCfg := rest.CopyConfig(cfg)
@@ -77,7 +78,7 @@ func TestWritesTransportRecordsEveryClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := cache.OwnerOf(parent)
+	owner := readyourwrites.OwnerOf(parent)
 	octx := writes.WithOwner(ctx, owner)
 
 	// fresh checks that the write was recorded and that EnsureFresh makes
@@ -212,7 +213,7 @@ func TestRequeueWhenFreshRealServer(t *testing.T) {
 		}
 	}()
 	factory.WaitForCacheSync(ctx.Done())
-	ryw := cache.NewReadYourWrites(factory, 30*time.Second)
+	ryw := readyourwrites.New(factory, 30*time.Second)
 	client := kubernetes.NewForConfigOrDie(writes.WrapConfig(testenv.Config(t), ryw))
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())
 	defer queue.ShutDown()
@@ -228,7 +229,7 @@ func TestRequeueWhenFreshRealServer(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		owner := cache.OwnerOf(parent)
+		owner := readyourwrites.OwnerOf(parent)
 		octx := writes.WithOwner(ctx, owner)
 		if parked, err := rq.ParkUntilFresh(key, owner); parked || err != nil {
 			if parked {
@@ -323,7 +324,7 @@ func TestRequeueWhenFreshRealServer(t *testing.T) {
 	factory.Shutdown()
 	for i := range parents {
 		key := types.NamespacedName{Namespace: ns, Name: fmt.Sprint("p", i)}
-		owner := cache.Owner{NamespacedName: key, UID: types.UID(fmt.Sprint("stopped-", i))}
+		owner := readyourwrites.Owner{NamespacedName: key, UID: types.UID(fmt.Sprint("stopped-", i))}
 		if err := ryw.Record(owner, schema.GroupResource{Resource: "configmaps"}, &metav1.ObjectMeta{Namespace: ns, Name: "x", ResourceVersion: "999999999"}); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 	"github.com/freshinformer/freshinformer/writes"
 )
@@ -70,7 +71,7 @@ type controller struct {
 	owners  corelisters.ConfigMapLister
 	secrets corelisters.SecretLister
 	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	ryw     *cache.ReadYourWrites
+	ryw     *readyourwrites.ReadYourWrites
 	rq      *requeue.Requeuer[types.NamespacedName]
 	forget  float64
 	st      *stats
@@ -83,7 +84,7 @@ type controller struct {
 var waysOfWaiting = [3]string{"Requeuer.ParkUntilFresh", "EnsureFresh", "CheckFresh"}
 
 func newController(client kubernetes.Interface, factory *cache.SharedInformerFactory, queue workqueue.TypedRateLimitingInterface[types.NamespacedName],
-	ryw *cache.ReadYourWrites, rq *requeue.Requeuer[types.NamespacedName], forget float64, st *stats) (*controller, error) {
+	ryw *readyourwrites.ReadYourWrites, rq *requeue.Requeuer[types.NamespacedName], forget float64, st *stats) (*controller, error) {
 	c := &controller{
 		client:  client,
 		owners:  factory.Core().V1().ConfigMaps().Lister(),
@@ -140,7 +141,7 @@ func (c *controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 	case ctx.Err() != nil:
 		c.queue.Forget(key) // shutting down
-	case errors.Is(err, cache.ErrNotFresh):
+	case errors.Is(err, readyourwrites.ErrNotFresh):
 		c.st.notFresh.Add(1)
 		c.queue.AddRateLimited(key)
 	case apierrors.IsConflict(err):
@@ -168,7 +169,7 @@ func (c *controller) reconcile(ctx context.Context, key types.NamespacedName) er
 	if err != nil {
 		return err
 	}
-	o := cache.OwnerOf(owner)
+	o := readyourwrites.OwnerOf(owner)
 	ctx = writes.WithOwner(ctx, o) // every write below is recorded for o
 	switch hash(key.Name, 'w') % 3 {
 	case 0:
@@ -247,7 +248,7 @@ func (c *controller) ownerGone(key types.NamespacedName) {
 	c.st.gone.Add(1)
 	if float64(hash(key.Name, 'f')%1000) < c.forget*1000 {
 		c.st.forgotten.Add(1)
-		c.ryw.Forget(cache.Owner{GroupKind: configMapGK, NamespacedName: key})
+		c.ryw.Forget(readyourwrites.Owner{GroupKind: configMapGK, NamespacedName: key})
 	}
 }
 

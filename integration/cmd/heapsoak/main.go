@@ -8,7 +8,7 @@
 // from the drop-in factory (cache.NewSharedInformerFactory) with
 // Prometheus metrics on (package metrics), a client whose writes are
 // recorded by the writes transport (writes.WrapConfig, writes.WithOwner),
-// read-your-writes (cache.ReadYourWrites: EnsureFresh and CheckFresh) and
+// read-your-writes (readyourwrites.ReadYourWrites: EnsureFresh and CheckFresh) and
 // requeue-when-fresh (package requeue, with its metrics) on a client-go
 // workqueue. A load generator in the same process creates owners
 // (ConfigMaps, each with a name never used before) at -rate per second and
@@ -71,6 +71,7 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/metrics"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 	"github.com/freshinformer/freshinformer/writes"
 )
@@ -226,7 +227,7 @@ func soak(ctx context.Context, cfg *rest.Config) (*result, error) {
 	}
 	factory := cache.NewSharedInformerFactory(plain, 0, cache.WithNamespace(namespace),
 		cache.WithInformerOptions(cache.WithMetrics(provider), cache.WithName("heapsoak")))
-	ryw := cache.NewReadYourWrites(factory, 10*time.Second)
+	ryw := readyourwrites.New(factory, 10*time.Second)
 	st := &stats{}
 	recording, err := kubernetes.NewForConfig(writes.WrapConfig(cfg, ryw, writes.WithErrorHandler(func(context.Context, error) {
 		st.unrecorded.Add(1) // none expected: both resources written have an informer

@@ -1,4 +1,4 @@
-package cache
+package readyourwrites
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 )
 
@@ -44,8 +45,8 @@ func expectNotYet(t *testing.T, ch chan error) {
 }
 
 func TestWhenFreshWrites(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("parent", "u1")
 
 	f, ch := notified()
@@ -77,8 +78,8 @@ func TestWhenFreshWrites(t *testing.T) {
 }
 
 func TestWhenFreshStopLeavesNothing(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("parent", "u1")
 	if err := ryw.Record(o, configMapsResource, cm("child", "40")); err != nil {
 		t.Fatal(err)
@@ -104,12 +105,12 @@ func TestWhenFreshStopLeavesNothing(t *testing.T) {
 }
 
 func TestWhenFreshInformerStops(t *testing.T) {
-	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, WithResource(configMapsResource))
+	lw := newScriptedLW(t, listResponse{rv: "10"})
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, cache.WithResource(configMapsResource))
 	stopInformer := runInformer(t, inf)
 	lw.nextWatcher()
 	waitSynced(t, inf)
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("parent", "u1")
 	if err := ryw.Record(o, configMapsResource, cm("child", "40")); err != nil {
 		t.Fatal(err)
@@ -129,9 +130,9 @@ func TestWhenFreshInformerStops(t *testing.T) {
 }
 
 func TestWhenFreshDeletes(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1")}},
-		WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1")}},
+		cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("gone", ""), "g1"))
 	f, ch := notified()
@@ -149,16 +150,16 @@ func TestWhenFreshDeletes(t *testing.T) {
 }
 
 func TestWhenFreshInformerNeverStarted(t *testing.T) {
-	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	lw := newScriptedLW(t, listResponse{rv: "10"})
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 	if err := ryw.Record(o, configMapsResource, cm("x", "20")); err != nil {
 		t.Fatal(err)
 	}
 	f, ch := notified()
 	ryw.WhenFresh(o, f)
-	if err := expectNotified(t, ch); !errors.Is(err, ErrNoInformer) {
-		t.Fatalf("got %v, want ErrNoInformer", err)
+	if err := expectNotified(t, ch); !errors.Is(err, cache.ErrNoInformer) {
+		t.Fatalf("got %v, want cache.ErrNoInformer", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cache
+package readyourwrites
 
 import (
 	"context"
@@ -11,25 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 )
 
-var configMapsResource = schema.GroupResource{Resource: "configmaps"}
-
-func owner(name, uid string) Owner {
-	return Owner{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, UID: types.UID(uid)}
-}
-
-func withUID(c *corev1.ConfigMap, uid string) *corev1.ConfigMap {
-	c.UID = types.UID(uid)
-	return c
-}
-
 func TestReadYourWritesCheckAndEnsure(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("parent", "u1")
 
 	if err := ryw.CheckFresh(o); err != nil {
@@ -68,8 +57,8 @@ func TestReadYourWritesCheckAndEnsure(t *testing.T) {
 }
 
 func TestReadYourWritesRecreatedOwnerDoesNotWait(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	if err := ryw.Record(owner("p", "old"), configMapsResource, cm("c", "99")); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +81,9 @@ func TestReadYourWritesRecreatedOwnerDoesNotWait(t *testing.T) {
 }
 
 func TestReadYourWritesDeletes(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1"), withUID(cm("late", "6"), "l1")}},
-		WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, lw, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1"), withUID(cm("late", "6"), "l1")}},
+		cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("gone", ""), "g1"))
@@ -111,7 +100,7 @@ func TestReadYourWritesDeletes(t *testing.T) {
 	// The delete event has not arrived: EnsureFresh waits for it, without
 	// asking the server for anything.
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("late", ""), "l1"))
-	lists := len(lw.listCalls)
+	lists := lw.listCount()
 	done := make(chan error, 1)
 	go func() { done <- ryw.EnsureFresh(context.Background(), o) }()
 	for inf.Stats().PendingWaiters == 0 { // waiting for the next change
@@ -124,17 +113,15 @@ func TestReadYourWritesDeletes(t *testing.T) {
 	if cached(inf, "late") != "" {
 		t.Fatal("EnsureFresh returned with the deleted object cached")
 	}
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	if len(lw.listCalls) != lists {
+	if lw.listCount() != lists {
 		t.Fatal("the delete wait asked the server for its resource version")
 	}
 }
 
 func TestReadYourWritesErrors(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource),
-		WithSelector(Selector{Namespace: "ns", Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 30*time.Millisecond)
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource),
+		cache.WithSelector(cache.Selector{Namespace: "ns", Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 30*time.Millisecond)
 	o := owner("p", "1")
 
 	labelled := func(c *corev1.ConfigMap) *corev1.ConfigMap { c.Labels = map[string]string{"app": "x"}; return c }
@@ -149,7 +136,7 @@ func TestReadYourWritesErrors(t *testing.T) {
 	if err := ryw.Record(o, configMapsResource, other); !errors.Is(err, ErrNotWatched) {
 		t.Fatalf("object outside the namespace: %v", err)
 	}
-	if err := ryw.Record(o, schema.GroupResource{Resource: "secrets"}, labelled(cm("c", "11"))); !errors.Is(err, ErrNoInformer) {
+	if err := ryw.Record(o, schema.GroupResource{Resource: "secrets"}, labelled(cm("c", "11"))); !errors.Is(err, cache.ErrNoInformer) {
 		t.Fatalf("resource without informer: %v", err)
 	}
 	if err := ryw.Wrote(o, nil, errors.New("conflict")); err == nil || err.Error() != "conflict" {
@@ -168,8 +155,8 @@ func TestReadYourWritesErrors(t *testing.T) {
 }
 
 func TestReadYourWritesConcurrentOwners(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 5*time.Second)
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 5*time.Second)
 	const owners = 20
 	var wg sync.WaitGroup
 	for i := range owners {
@@ -198,9 +185,9 @@ func TestReadYourWritesConcurrentOwners(t *testing.T) {
 // TestReadYourWritesKeepsDeletesRecordedWhileChecking: a delete recorded
 // between a check and its settling must survive it.
 func TestReadYourWritesKeepsDeletesRecordedWhileChecking(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k1")}},
-		WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, _ := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k1")}},
+		cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("already-gone", ""), "g1"))
 	p := ryw.pending(o) // what a check sees

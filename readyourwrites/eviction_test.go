@@ -1,4 +1,4 @@
-package cache
+package readyourwrites
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/freshinformer/freshinformer/cache"
 )
 
 // Issue 22 item 5: owners that write and are never checked again (deleted
 // from the cluster, the reconcile returned on NotFound) do not hold memory
 // for the life of the process.
 func TestReadYourWritesOwnersBounded(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	const owners = 100_000
 	for i := range owners {
 		if err := ryw.Record(owner(fmt.Sprintf("p%d", i), "u"), configMapsResource, cm(fmt.Sprintf("c%d", i), "10")); err != nil {
@@ -40,13 +42,13 @@ func TestReadYourWritesOwnersBounded(t *testing.T) {
 // shows their writes or not (fewer of those: the informer keeps each
 // unshown write's key, up to its own bound, at a cost per write).
 func TestReadYourWritesMemoryFlat(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
 	for _, c := range []struct {
 		rv          string
 		max, owners int
 		heap        uint64 // unbounded: some 700 bytes per owner
 	}{{"10", 1000, 100_000, 2 << 20}, {"20", 100, 4000, 1 << 20}} {
-		ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{MaxOwners: c.max})
+		ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: c.max})
 		record := func(from, n int) {
 			for i := from; i < from+n; i++ {
 				if err := ryw.Record(owner(fmt.Sprintf("p%d", i), "u"), configMapsResource, cm(fmt.Sprintf("c%d", i), c.rv)); err != nil {
@@ -69,9 +71,9 @@ func TestReadYourWritesMemoryFlat(t *testing.T) {
 
 // An idle owner is evicted; one reconciled within the timeout is kept.
 func TestReadYourWritesIdleOwnersEvicted(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
 	clk := testingclock.NewFakePassiveClock(time.Now())
-	ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{Clock: clk, OwnerIdleTimeout: time.Minute})
+	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{Clock: clk, OwnerIdleTimeout: time.Minute})
 	idle, busy := owner("idle", "1"), owner("busy", "1")
 	for _, o := range []Owner{idle, busy} {
 		if err := ryw.Record(o, configMapsResource, cm("c-"+o.Name, "30")); err != nil {
@@ -95,8 +97,8 @@ func TestReadYourWritesIdleOwnersEvicted(t *testing.T) {
 // check claim freshness: the write is kept for every owner of its kind
 // until the cache shows it.
 func TestReadYourWritesEvictionKeepsUnshownWrites(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{MaxOwners: 1})
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 1})
 	a, b := owner("a", "1"), owner("b", "1")
 	other := owner("x", "1")
 	other.GroupKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
@@ -156,8 +158,8 @@ func TestReadYourWritesEvictionKeepsUnshownDeletes(t *testing.T) {
 	for i := range objects {
 		listed = append(listed, withUID(cm(fmt.Sprintf("o%d", i), "5"), fmt.Sprintf("u%d", i)))
 	}
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: listed}, WithResource(configMapsResource))
-	ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{MaxOwners: 10})
+	inf, _, w := startScripted(t, listResponse{rv: "10", objects: listed}, cache.WithResource(configMapsResource))
+	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 10})
 	for i := range 10_000 {
 		o := owner(fmt.Sprintf("p%d", i), "1")
 		if err := ryw.RecordDelete(o, configMapsResource, listed[i%objects]); err != nil {
@@ -196,9 +198,9 @@ func TestReadYourWritesEvictionKeepsUnshownDeletes(t *testing.T) {
 // the cache already shows holds a bounded number, and recording one again
 // adds nothing.
 func TestReadYourWritesDeleteSetBounded(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k")}},
-		WithResource(configMapsResource))
-	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
+	inf, _, _ := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k")}},
+		cache.WithResource(configMapsResource))
+	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 	for range 3 {
 		if err := ryw.RecordDelete(o, configMapsResource, withUID(cm("kept", "5"), "k")); err != nil {
@@ -226,8 +228,8 @@ func TestReadYourWritesDeleteSetBounded(t *testing.T) {
 // What was folded for an informer that has stopped is dropped: it will
 // never show anything, and every check of the kind would fail for ever.
 func TestReadYourWritesEvictedStoppedInformerDropped(t *testing.T) {
-	inf, _, _ := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{MaxOwners: 1})
+	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 1})
 	if err := ryw.Record(owner("a", "1"), configMapsResource, cm("ca", "50")); err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +253,8 @@ func TestReadYourWritesEvictedStoppedInformerDropped(t *testing.T) {
 // every owner's read-your-writes: a check never says fresh before the
 // owner's write is cached.
 func TestReadYourWritesConcurrentEviction(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithResource(configMapsResource))
-	ryw := NewReadYourWritesWithOptions(InformerMap{configMapsResource: inf}, ReadYourWritesOptions{MaxOwners: 2}) // fewer than the writers
+	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
+	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 2}) // fewer than the writers
 	const writers, each = 4, 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -299,8 +301,8 @@ func TestReadYourWritesConcurrentEviction(t *testing.T) {
 // NewestKnownResourceVersion is what the writes transport judges a write's
 // resource version by: the newest its informers had from the server.
 func TestReadYourWritesNewestKnown(t *testing.T) {
-	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	ryw := NewReadYourWrites(InformerList{inf}, time.Second)
+	inf, _, w := startScripted(t, listResponse{rv: "10"})
+	ryw := New(cache.InformerList{inf}, time.Second)
 	gr := schema.GroupResource{Resource: "configmaps"}
 	if got := ryw.NewestKnownResourceVersion(gr); got != "10" {
 		t.Fatalf("after a list at 10: %q", got)

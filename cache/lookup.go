@@ -1,0 +1,133 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ErrNotWatched is matched by Admits' error for an object outside the
+// informer's scope (its namespace, label or field selector), and so by the
+// errors of lookups that find no informer that will ever see a written
+// object: waiting for it would only time out. Package readyourwrites
+// returns it for such writes (readyourwrites.ErrNotWatched is this value).
+var ErrNotWatched = errors.New("written object is outside every informer's selector")
+
+// InformerSource finds the informers that cache a resource. Both factories
+// implement it; InformerMap and InformerList are fixed ones and Sources
+// joins several.
+type InformerSource interface {
+	// FreshInformersForResource returns every informer of gr (several:
+	// one per namespace, a filtered and an unfiltered one, ...), in a
+	// stable order; none if there are none.
+	FreshInformersForResource(gr schema.GroupResource) []*FreshInformer
+}
+
+// InformerMap is an InformerSource over one informer per resource made by
+// hand.
+type InformerMap map[schema.GroupResource]*FreshInformer
+
+// FreshInformersForResource implements InformerSource.
+func (m InformerMap) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	if inf, ok := m[gr]; ok {
+		return []*FreshInformer{inf}
+	}
+	return nil
+}
+
+// InformerList is an InformerSource over informers made by hand, any
+// number per resource (each informer's Resource says which).
+type InformerList []*FreshInformer
+
+// FreshInformersForResource implements InformerSource.
+func (l InformerList) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	var out []*FreshInformer
+	for _, inf := range l {
+		if inf.Resource() == gr {
+			out = append(out, inf)
+		}
+	}
+	return out
+}
+
+// Sources joins InformerSources (two factories, say).
+type Sources []InformerSource
+
+// FreshInformersForResource implements InformerSource.
+func (s Sources) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	var out []*FreshInformer
+	for _, src := range s {
+		for _, inf := range src.FreshInformersForResource(gr) {
+			if !slices.Contains(out, inf) {
+				out = append(out, inf)
+			}
+		}
+	}
+	return out
+}
+
+// ResourceResolver is implemented by InformerSources that can tell the
+// resource of a written object (both factories can); package
+// readyourwrites uses it to route a written object without being told its
+// resource.
+type ResourceResolver interface {
+	ResourceFor(obj runtime.Object) (schema.GroupResource, error)
+}
+
+// ResourceFor implements ResourceResolver by the informers' example
+// objects' Go types.
+func (l InformerList) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	return resourceByType(l, obj)
+}
+
+// ResourceFor implements ResourceResolver by the informers' example
+// objects' Go types.
+func (m InformerMap) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	infs := make([]*FreshInformer, 0, len(m))
+	for _, inf := range m {
+		infs = append(infs, inf)
+	}
+	return resourceByType(infs, obj)
+}
+
+// ResourceFor implements ResourceResolver: the first source that can tell.
+func (s Sources) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	err := fmt.Errorf("%w: %s", ErrUnknownResource, typeName(obj))
+	for _, src := range s {
+		if r, ok := src.(ResourceResolver); ok {
+			gr, rerr := r.ResourceFor(obj)
+			if rerr == nil {
+				return gr, nil
+			}
+			err = rerr
+		}
+	}
+	return schema.GroupResource{}, err
+}
+
+// resourceByType finds the resource of the informer whose example object
+// has obj's Go type; unstructured objects, and types no single informer
+// has, are named by their kind instead.
+func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupResource, error) {
+	if _, ok := obj.(runtime.Unstructured); !ok {
+		var found []schema.GroupResource
+		for _, inf := range infs {
+			gr := inf.Resource()
+			if sameType(inf.objectType, obj) && !gr.Empty() && !slices.Contains(found, gr) {
+				found = append(found, gr)
+			}
+		}
+		if len(found) == 1 {
+			return found[0], nil
+		}
+	}
+	gvr, err := (resourceMapper{}).resourceFor(obj)
+	return gvr.GroupResource(), err
+}
+
+func sameType(a, b any) bool {
+	return a != nil && b != nil && fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b)
+}

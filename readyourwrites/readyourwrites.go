@@ -1,0 +1,107 @@
+package readyourwrites
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+
+	"github.com/freshinformer/freshinformer/cache"
+)
+
+// DefaultEnsureFreshTimeout bounds EnsureFresh when its context has no
+// earlier deadline.
+const DefaultEnsureFreshTimeout = 10 * time.Second
+
+// DefaultMaxOwners is how many owners a ReadYourWrites keeps records for
+// when Options.MaxOwners is not set.
+const DefaultMaxOwners = 10_000
+
+// DefaultOwnerIdleTimeout is how long a ReadYourWrites keeps an owner's
+// records with nothing recorded or checked for it, when
+// Options.OwnerIdleTimeout is not set.
+const DefaultOwnerIdleTimeout = time.Minute
+
+// ReadYourWrites records the writes made on behalf of owners and tells
+// when the informer caches hold them (see the package documentation for
+// what it proves, its bounds and where callbacks run).
+//
+// A ReadYourWrites is safe for concurrent use by any number of goroutines,
+// for one owner or many. Its mutex guards its records only; it is taken
+// before any lock of an informer and never held while waiting or calling a
+// callback (see the package documentation's lock order).
+type ReadYourWrites struct {
+	source    cache.InformerSource
+	timeout   time.Duration
+	resolver  resolver
+	clock     clock.PassiveClock
+	maxOwners int
+	idle      time.Duration
+
+	mu     sync.Mutex // guards owners, lru and evicted
+	owners map[ownerKey]*ownerWrites
+	lru    *list.List // of *ownerWrites, most recently used first
+	// evicted holds, per owner kind and informer, what evicted owners of
+	// that kind still wait for.
+	evicted map[schema.GroupKind]map[*cache.FreshInformer]*evictedWrites
+}
+
+// Options configure a ReadYourWrites.
+type Options struct {
+	// Timeout bounds EnsureFresh (0: DefaultEnsureFreshTimeout).
+	Timeout time.Duration
+	// Scheme and RESTMapper tell Wrote and Deleted the resource of types
+	// that client-go's scheme does not know, when the InformerSource cannot
+	// tell (the factories use the scheme given to them with
+	// cache.WithScheme).
+	Scheme     *runtime.Scheme
+	RESTMapper meta.RESTMapper
+	// MaxOwners bounds the owners whose records are kept (0:
+	// DefaultMaxOwners); past it, the least recently used owner is evicted
+	// (see the package documentation for what eviction keeps).
+	MaxOwners int
+	// OwnerIdleTimeout evicts an owner once nothing was recorded or
+	// checked for it for that long (0: DefaultOwnerIdleTimeout).
+	OwnerIdleTimeout time.Duration
+	// Clock measures idleness (nil: the real clock).
+	Clock clock.PassiveClock
+}
+
+// New returns a ReadYourWrites over the informers of source (a factory, an
+// InformerList, ...). timeout bounds EnsureFresh (0:
+// DefaultEnsureFreshTimeout).
+func New(source cache.InformerSource, timeout time.Duration) *ReadYourWrites {
+	return NewWithOptions(source, Options{Timeout: timeout})
+}
+
+// NewWithOptions returns a ReadYourWrites over the informers of source,
+// configured by opts.
+func NewWithOptions(source cache.InformerSource, opts Options) *ReadYourWrites {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultEnsureFreshTimeout
+	}
+	if opts.MaxOwners <= 0 {
+		opts.MaxOwners = DefaultMaxOwners
+	}
+	if opts.OwnerIdleTimeout <= 0 {
+		opts.OwnerIdleTimeout = DefaultOwnerIdleTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &ReadYourWrites{
+		source:    source,
+		timeout:   opts.Timeout,
+		resolver:  resolver{scheme: opts.Scheme, mapper: opts.RESTMapper},
+		clock:     opts.Clock,
+		maxOwners: opts.MaxOwners,
+		idle:      opts.OwnerIdleTimeout,
+		owners:    map[ownerKey]*ownerWrites{},
+		lru:       list.New(),
+		evicted:   map[schema.GroupKind]map[*cache.FreshInformer]*evictedWrites{},
+	}
+}
