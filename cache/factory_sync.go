@@ -45,7 +45,7 @@ func (f *SharedInformerFactory) Sync(ctx context.Context, resources ...schema.Gr
 	if len(resources) > 0 {
 		return SyncAll(ctx, f, resources...)
 	}
-	return syncInformers(ctx, f.set.fresh((*FreshInformer).hasStarted))
+	return syncInformers(ctx, f.set.fresh((*FreshInformer).HasStarted))
 }
 
 // Sync is a read barrier over the factory's started informers: it returns
@@ -55,5 +55,5 @@ func (f *DynamicSharedInformerFactory) Sync(ctx context.Context, resources ...sc
 	if len(resources) > 0 {
 		return SyncAll(ctx, f, resources...)
 	}
-	return syncInformers(ctx, f.set.fresh((*FreshInformer).hasStarted))
+	return syncInformers(ctx, f.set.fresh((*FreshInformer).HasStarted))
 }

@@ -75,14 +75,6 @@ func (f *FreshInformer) launchRestoreCheck() {
 	}, true)
 }
 
-// reached reports, without blocking, whether the cache has reached rv and
-// no restore verification probe is in flight (CheckFresh's test: while a
-// probe runs, a write below the cache may not be in it; the probe suspends
-// the tracker).
-func (f *FreshInformer) reached(rv freshness.RV) bool {
-	return f.tracker.Reached(rv)
-}
-
 // checkWrite is told of a write's resource version (RecordWrite). A write
 // below what the cache applied that the stream never delivered may come
 // from a server restored to an older revision (etcd restored without

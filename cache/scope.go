@@ -119,13 +119,6 @@ func (f *FreshInformer) describe() string {
 	return d + ")"
 }
 
-// hasStarted reports whether the informer was ever run.
-func (f *FreshInformer) hasStarted() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.started
-}
-
 // logIncomparable logs the switch to plain mode. Objects without any
 // resource version come from client-go's fake clientsets, not from a
 // server: that is expected in unit tests, so it is logged at V(2), not as
