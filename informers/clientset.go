@@ -93,7 +93,7 @@ func (r *typedResource) clientFor(client kubernetes.Interface, namespace string)
 		return r.fakeList(fake, namespace), r.fakeWatch(fake, namespace)
 	}
 	rc := r.restClient(client)
-	if rc == nil || reflect.ValueOf(rc).IsNil() {
+	if isNil(rc) {
 		err := fmt.Errorf("the clientset %T has no REST client for %s", client, r.gvr.GroupVersion())
 		return func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
 			func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err }
@@ -110,6 +110,20 @@ func (r *typedResource) clientFor(client kubernetes.Interface, namespace string)
 		return l, nil
 	}
 	return list, c.Watch
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface, as a
+// group client without a REST client returns (*rest.RESTClient)(nil).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // fakeList lists as client-go's fake typed clients do: one list action
