@@ -61,8 +61,9 @@
 // clientset it sends the actions the fake typed clients send. Such a
 // program is within 1.05 times the size of its client-go twin
 // (hack/binsize.sh, make test; docs/benchmarks.md). One difference from
-// calling the typed client: a hand-written kubernetes.Interface that
-// intercepts typed calls is bypassed for the REST client it returns.
+// calling the typed client: a kubernetes.Interface of one's own that wraps
+// the typed clients (to trace their calls, say) is reached through its
+// group clients' RESTClient(), below those wrappers.
 //
 // # Client-go versions
 //
