@@ -23,6 +23,7 @@ test: ## go vet, then every unit test (with fuzz seed corpora) under -race; PROM
 	FRESHINFORMER_REQUIRE_PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 $(PKGS)
 	cd freshctrl && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd examples/crcounter && $(GO) vet ./...
+	GO=$(GO) hack/binsize.sh
 
 promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
 	@command -v promtool >/dev/null 2>&1 || { \

@@ -1,213 +1,33 @@
 package cache
 
 import (
-	"context"
-	"errors"
-	"reflect"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/informers/apps"
-	"k8s.io/client-go/informers/core"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-
-// clientGoFactory is what consumer uses of client-go's
-// informers.SharedInformerFactory. The whole interface is not named:
-// client-go 0.37's has Lifecycle(), which the factory lacks
-// (TestFactoryHasClientGoFactoryMethods checks the rest of it).
-type clientGoFactory interface {
-	Core() core.Interface
-	Apps() apps.Interface
-	ForResource(schema.GroupVersionResource) (informers.GenericInformer, error)
-	Start(<-chan struct{})
-	WaitForCacheSync(<-chan struct{}) map[reflect.Type]bool
-}
-
-// consumer is code written for client-go's factory interface.
-func consumer(ctx context.Context, t *testing.T, f clientGoFactory) {
-	t.Helper()
-	podLister := f.Core().V1().Pods().Lister()
-	deployInformer := f.Apps().V1().Deployments().Informer()
-	generic, err := f.ForResource(podsGVR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("%v did not sync", typ)
-		}
-	}
-	pod, err := podLister.Pods("ns").Get("p")
-	if err != nil || pod.Name != "p" {
-		t.Fatalf("pod lister: %v, %v", pod, err)
-	}
-	if n := len(deployInformer.GetStore().List()); n != 1 {
-		t.Fatalf("deployments cached: %d", n)
-	}
-	if objs, err := generic.Lister().ByNamespace("ns").List(labels.Everything()); err != nil || len(objs) != 1 {
-		t.Fatalf("generic lister: %v, %v", objs, err)
-	}
-	a, okA := AsFreshInformer(generic.Informer())
-	b, okB := AsFreshInformer(f.Core().V1().Pods().Informer())
-	if !okA || !okB || a != b {
-		t.Fatal("ForResource and the typed accessor hand out different informers for pods")
-	}
-}
-
-func TestFactoryIsDropIn(t *testing.T) {
-	client := fake.NewClientset(
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "5"}},
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", ResourceVersion: "6"}},
-	)
-	f := NewSharedInformerFactory(client, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-	consumer(ctx, t, f)
-
-	inf, ok := AsFreshInformer(f.Core().V1().Pods().Informer())
-	if !ok {
-		t.Fatalf("the factory's pod informer is %T, not a FreshInformer", f.Core().V1().Pods().Informer())
-	}
-	if inf.Resource() != podsGVR.GroupResource() {
-		t.Fatalf("resource %v", inf.Resource())
-	}
-	fi, err := f.FreshInformerFor(&corev1.Pod{})
-	if err != nil || fi != inf {
-		t.Fatalf("FreshInformerFor(Pod) = %p, %v; want the accessor's %p", fi, err, inf)
-	}
-	// Cluster-scoped resources and groups with dotted names resolve too.
-	if _, err := f.ForResource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := AsFreshInformer(f.Rbac().V1().ClusterRoles().Informer()); !ok {
-		t.Fatal("ClusterRoles informer is not a FreshInformer")
-	}
-	if _, err := f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: "nosuch"}); err == nil {
-		t.Fatal("ForResource of an unknown resource succeeded")
-	}
-}
-
-func TestFactoryOptions(t *testing.T) {
-	client := fake.NewClientset(
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "in", Labels: map[string]string{"keep": "yes"}}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "unlabelled"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "other", Labels: map[string]string{"keep": "yes"}}},
-	)
-	var transformed int
-	f := NewSharedInformerFactoryWithOptions(client, time.Hour,
+// The factory's options reach the informers it makes: the tests of the
+// factories themselves are in package informers.
+func TestFactoryOptionsReachTheInformer(t *testing.T) {
+	f := NewSharedInformerFactoryWithOptions(fake.NewClientset(), time.Hour,
 		WithNamespace("a"),
 		WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "keep=yes" }),
-		WithTransform(func(o any) (any, error) { transformed++; return o, nil }),
 		WithCustomResyncConfig(map[metav1.Object]time.Duration{&corev1.ConfigMap{}: 0}),
 		WithInformerOptions(WithName("opts")),
 	)
-	inf, _ := AsFreshInformer(f.Core().V1().ConfigMaps().Informer())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-	f.Start(ctx.Done())
-	if res := f.WaitForCacheSyncWithContext(ctx); res.AsError() != nil {
-		t.Fatal(res.AsError())
+	cms, _ := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
+	secrets, _ := FreshInformerOf(f.Core().V1().Secrets().Informer())
+	if cms.defaultHandlerResync != 0 || secrets.defaultHandlerResync != time.Hour {
+		t.Fatalf("resync: configmaps %v, secrets %v", cms.defaultHandlerResync, secrets.defaultHandlerResync)
 	}
-	keys := inf.GetIndexer().ListKeys()
-	if len(keys) != 1 || keys[0] != "a/in" {
-		t.Fatalf("cached %v, want only a/in", keys)
+	if cms.Name() != "opts" || cms.Resource() != (schema.GroupResource{Resource: "configmaps"}) {
+		t.Fatalf("name %q, resource %v", cms.Name(), cms.Resource())
 	}
-	if transformed == 0 || inf.Name() != "opts" {
-		t.Fatalf("transform ran %d times, name %q", transformed, inf.Name())
-	}
-	if inf.defaultHandlerResync != 0 {
-		t.Fatalf("custom resync not applied: %v", inf.defaultHandlerResync)
-	}
-}
-
-// TestFactoryWaitForFreshness: client-go's fake tracker keeps the resource
-// versions the test gives its objects, so they can be waited for.
-func TestFactoryWaitForFreshness(t *testing.T) {
-	client := fake.NewClientset()
-	f := NewSharedInformerFactory(client, 0)
-	f.Core().V1().Pods().Informer()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-
-	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	if err := f.WaitForFreshness(ctx, cms, "1"); !errors.Is(err, ErrNoInformer) {
-		t.Fatalf("waiting on a resource without informer: %v", err)
-	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	for _, name := range []string{"x", "y"} {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: map[string]string{"x": "10", "y": "11"}[name]}}
-		if _, err := client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer wcancel()
-	if err := f.WaitForFreshnessAll(wctx, ResourceVersion{podsGVR, "10"}, ResourceVersion{podsGVR, "11"}); err != nil {
-		t.Fatal(err)
-	}
-	short, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer scancel()
-	if err := f.WaitForFreshness(short, podsGVR, "12"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waiting for an RV nobody wrote: %v", err)
-	}
-}
-
-func TestDynamicFactory(t *testing.T) {
-	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion("example.com/v1")
-	obj.SetKind("Widget")
-	obj.SetNamespace("ns")
-	obj.SetName("w")
-	obj.SetResourceVersion("7")
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{gvr: "WidgetList"}, obj)
-	f := NewDynamicSharedInformerFactory(client, 0)
-	generic := f.ForResource(gvr)
-	inf, ok := generic.Informer().(*FreshInformer)
-	if !ok || f.FreshInformerFor(gvr) != inf {
-		t.Fatal("the dynamic factory does not hand out one FreshInformer per GVR")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-	f.Start(ctx.Done())
-	if synced := f.WaitForCacheSync(ctx.Done()); !synced[gvr] {
-		t.Fatalf("synced %v", synced)
-	}
-	got, err := generic.Lister().ByNamespace("ns").Get("w")
-	if err != nil || got.(*unstructured.Unstructured).GetResourceVersion() != "7" {
-		t.Fatalf("dynamic lister: %v %v", got, err)
-	}
-	if inf.Resource() != gvr.GroupResource() {
-		t.Fatalf("resource %v", inf.Resource())
-	}
-	// A write through the dynamic client is waited for by GVR.
-	w2 := obj.DeepCopy()
-	w2.SetName("w2")
-	w2.SetResourceVersion("8")
-	if _, err := client.Resource(gvr).Namespace("ns").Create(ctx, w2, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer wcancel()
-	if err := f.WaitForFreshness(wctx, gvr, "8"); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, _ := inf.GetIndexer().GetByKey("ns/w2"); !ok {
-		t.Fatal("fresh at 8 without w2")
+	if got := cms.Selector().String(); got != SelectorOf("a", func(o *metav1.ListOptions) { o.LabelSelector = "keep=yes" }).String() {
+		t.Fatalf("selector %s", got)
 	}
 }

@@ -118,9 +118,9 @@ func TestFactoryForeignTypeIsRegistered(t *testing.T) {
 func TestInformerOverPlainFakeIsQuiet(t *testing.T) {
 	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
 	f := NewSharedInformerFactory(client, 0)
-	inf, err := f.FreshInformerFor(&corev1.ConfigMap{})
-	if err != nil {
-		t.Fatal(err)
+	inf, ok := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
+	if !ok {
+		t.Fatal("the factory's configmaps informer is not a FreshInformer")
 	}
 	var mu sync.Mutex
 	var errorsLogged []string

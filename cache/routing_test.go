@@ -1,9 +1,7 @@
 package cache
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -72,62 +69,6 @@ func TestInformerListResourceFor(t *testing.T) {
 	}
 	if _, err := (InformerList{cms}).ResourceFor(&widget{}); !errors.Is(err, ErrUnknownResource) {
 		t.Fatalf("ResourceFor of a type nothing knows: %v", err)
-	}
-}
-
-// The typed accessors' informer leads to its FreshInformer in one call, and
-// the factory's lookups are deterministic.
-func TestFactoryOneCallAndDeterministicLookups(t *testing.T) {
-	client := fake.NewClientset()
-	f := NewSharedInformerFactory(client, 0)
-	// client-go 0.37's typed accessors wrap the factory's informer, 0.36's
-	// hand it out as it is: FreshInformerOf finds it either way.
-	typed := f.Core().V1().ConfigMaps().Informer()
-	fi, ok := FreshInformerOf(typed)
-	if !ok || fi != f.FreshInformersForResource(schema.GroupResource{Resource: "configmaps"})[0] {
-		t.Fatal("FreshInformerOf(typed accessor) did not find the factory's informer")
-	}
-	if err := WaitForFreshness(context.Background(), typed, "bad"); err == nil {
-		t.Fatal("WaitForFreshness on the typed accessor accepted a malformed RV")
-	}
-	if err := WaitForFreshness(context.Background(), toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.Pod{}, 0, nil), "1"); !errors.Is(err, ErrNotFreshInformer) {
-		t.Fatalf("WaitForFreshness on a plain informer: %v", err)
-	}
-
-	d := NewDynamicSharedInformerFactory(nil, 0)
-	v1 := d.FreshInformerFor(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
-	for range 20 {
-		d.FreshInformerFor(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"})
-		if got, _ := d.FreshInformerForResource(schema.GroupResource{Group: "example.com", Resource: "widgets"}); got != v1 {
-			t.Fatal("FreshInformerForResource is not the first informer made")
-		}
-	}
-	if n := len(d.FreshInformersForResource(schema.GroupResource{Group: "example.com", Resource: "widgets"})); n != 2 {
-		t.Fatalf("%d informers of widgets, want 2", n)
-	}
-	_, err := f.ForResource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "nosuch"})
-	if err == nil || strings.Contains(err.Error(), "Resource=") || !strings.Contains(err.Error(), "nosuch.apps") {
-		t.Fatalf("error prints the resource as a GVR: %v", err)
-	}
-}
-
-// The factory takes the caller's scheme and RESTMapper for types its
-// clientset does not serve, and so does ReadYourWrites over it.
-func TestFactoryWithScheme(t *testing.T) {
-	s := runtime.NewScheme()
-	s.AddKnownTypeWithName(widgetGVK, &widget{})
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(widgetGVK, meta.RESTScopeNamespace)
-	f := NewSharedInformerFactory(fake.NewClientset(), 0, WithInformerOptions(WithScheme(s, mapper)))
-	gr, err := f.ResourceFor(&widget{})
-	if err != nil || gr != (schema.GroupResource{Group: "example.com", Resource: "widgets"}) {
-		t.Fatalf("ResourceFor(widget) = %v, %v", gr, err)
-	}
-	if gr, err := f.ResourceFor(&corev1.Secret{}); err != nil || gr != (schema.GroupResource{Resource: "secrets"}) {
-		t.Fatalf("ResourceFor(secret) = %v, %v", gr, err)
-	}
-	if _, err := NewSharedInformerFactory(fake.NewClientset(), 0).ResourceFor(&widget{}); !errors.Is(err, ErrUnknownResource) {
-		t.Fatalf("without the scheme: %v", err)
 	}
 }
 

@@ -172,7 +172,7 @@ func run(ctx context.Context, kubeconfig, ns string, parents, target, workers in
 		}
 	}
 	// Start from a cache without the deleted objects.
-	informer, _ := factory.FreshInformerForResource(schema.GroupResource{Resource: "configmaps"})
+	informer := factory.FreshInformersForResource(schema.GroupResource{Resource: "configmaps"})[0]
 	if rv, err := informer.ServerResourceVersion(ctx); err != nil {
 		return err
 	} else if err := informer.WaitForFreshness(ctx, rv); err != nil {

@@ -1,4 +1,4 @@
-package cache
+package informers
 
 import (
 	"context"
@@ -15,6 +15,13 @@ import (
 
 	"github.com/freshinformer/freshinformer/internal/apipath"
 )
+
+// scope is what one informer lists and how it indexes.
+type scope struct {
+	namespace string
+	tweak     func(*metav1.ListOptions)
+	indexers  toolscache.Indexers
+}
 
 // errCaptured ends the one request a capture lets through.
 var errCaptured = errors.New("freshinformer: request captured, not sent")
@@ -34,7 +41,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // and field selectors off that request, and the indexers off the informer.
 // Nothing reaches a server. It reports false if newFunc's informer makes no
 // request in time.
-func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Duration) (informerScope, bool) {
+func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Duration) (scope, bool) {
 	captured := make(chan *url.URL, 1)
 	transport := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		select {
@@ -45,7 +52,7 @@ func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Durati
 	})
 	client, err := kubernetes.NewForConfigAndClient(&rest.Config{Host: "http://capture.invalid"}, &http.Client{Transport: transport})
 	if err != nil {
-		return informerScope{}, false
+		return scope{}, false
 	}
 	plain := newFunc(client, resync)
 	_ = plain.SetWatchErrorHandlerWithContext(func(context.Context, *toolscache.Reflector, error) {}) // quiet: the error is ours
@@ -60,22 +67,22 @@ func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Durati
 	cancel()
 	<-done
 	if u == nil {
-		return informerScope{}, false
+		return scope{}, false
 	}
 	target, ok := apipath.Parse(u.Path)
 	if !ok {
-		return informerScope{}, false
+		return scope{}, false
 	}
 	q := u.Query()
 	labelSelector, fieldSelector := q.Get("labelSelector"), q.Get("fieldSelector")
-	scope := informerScope{
+	s := scope{
 		namespace: target.Namespace,
 		indexers:  plain.GetIndexer().GetIndexers(),
 	}
 	if labelSelector != "" || fieldSelector != "" {
-		scope.tweak = func(o *metav1.ListOptions) {
+		s.tweak = func(o *metav1.ListOptions) {
 			o.LabelSelector, o.FieldSelector = labelSelector, fieldSelector
 		}
 	}
-	return scope, true
+	return s, true
 }

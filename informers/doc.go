@@ -1,0 +1,83 @@
+// Package informers holds the informer factories: drop-ins for client-go's
+// informers.SharedInformerFactory (typed) and
+// dynamicinformer.DynamicSharedInformerFactory (unstructured), whose
+// informers wait for freshness. client-go calls its factory package
+// informers too.
+//
+// Most programs never import it: package cache instantiates the factories
+// with its FreshInformer and keeps the constructors and options where they
+// have always been,
+//
+//	factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace("ns"))
+//	pods := factory.Core().V1().Pods().Lister()
+//	factory.Start(ctx.Done())
+//	factory.WaitForCacheSync(ctx.Done())
+//	err := factory.WaitForFreshness(ctx, podsGVR, written.ResourceVersion)
+//
+// # Why generic
+//
+// The factories make cache.FreshInformers, and cache's API names the
+// factories (cache.NewSharedInformerFactory returns one), so this package
+// cannot import cache. It is generic over the informer it makes instead:
+// SharedInformerFactory[I] takes any I that is an Informer (a shared index
+// informer that names its resource, waits for freshness and syncs), made
+// by the constructor in its Config. Package cache declares
+// SharedInformerFactory as an alias of SharedInformerFactory[*FreshInformer],
+// so callers see one concrete type with every method they had.
+//
+// # Files
+//
+//   - typed.go: the typed factory, SharedInformerFactory. Its informers are
+//     keyed by object type, as client-go's are; InformerFor is where
+//     client-go's generated group packages (factory.Core().V1().Pods())
+//     reach it.
+//   - typed_generated.go (written by internal/gentyped): the group
+//     accessors, and what the factory knows of each resource of client-go's
+//     typed clientset.
+//   - clientset.go: how the typed factory lists and watches a resource of
+//     the clientset.
+//   - capture.go: how InformerFor learns the namespace, list options and
+//     indexers of an informer client-go's newFunc would have built.
+//   - dynamic.go: the dynamic factory, DynamicSharedInformerFactory, keyed
+//     by resource.
+//   - set.go: the informers a factory made, started and runs.
+//   - wait.go: waits and read barriers (Sync) over several informers.
+//   - generic.go: the GenericInformer ForResource returns.
+//   - informer.go: Informer, Spec and Config, what package cache supplies.
+//
+// # No reflection, small programs
+//
+// The typed factory reaches the clientset without reflect's method calls,
+// which would make the linker keep every exported method of every type a
+// program reaches: a small controller on it built to about 1.75 times the
+// size of the same program on client-go's factory. Nor does it hold a table
+// of closures calling each typed client (client.CoreV1().Pods(ns).List),
+// which would keep every typed client and its apply configurations, about
+// 9% more. It keeps, per resource, data (group, version, resource, kind,
+// namespaced, empty object and list) and the accessor of the group
+// version's REST client, and lists and watches with client-go's generic
+// client (gentype, what every typed client of the clientset is) over that
+// REST client, sending what the typed client sends; on client-go's fake
+// clientset it sends the actions the fake typed clients send. Such a
+// program is within 1.05 times the size of its client-go twin
+// (hack/binsize.sh, make test; docs/benchmarks.md). One difference from
+// calling the typed client: a kubernetes.Interface of one's own that wraps
+// the typed clients (to trace their calls, say) is reached through its
+// group clients' RESTClient(), below those wrappers.
+//
+// # Client-go versions
+//
+// The factory's own knowledge is that of go.mod's client-go, the lowest the
+// module supports. What newer supported client-go releases add (0.37's
+// Lifecycle() group, new versions and resources) and what they drop comes
+// from a client-go factory the typed factory embeds: those informers are
+// client-go's, without freshness; Start, WaitForCacheSync and Shutdown
+// cover them, and ForResource hands them out.
+//
+// # Lookups
+//
+// One lookup by resource, FreshInformersForResource (which makes both
+// factories a cache.InformerSource), and cache.FreshInformerOf for an
+// informer in hand. FreshInformerFor and FreshInformerForResource are
+// deprecated and go in the next release.
+package informers

@@ -1,0 +1,305 @@
+package informers
+
+//go:generate env GOWORK=off go run ./internal/gentyped -o typed_generated.go
+
+// The generator runs outside the workspace: go.work may select a newer
+// client-go than go.mod's, whose resources the file must not name.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/informers/internalinterfaces"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// SharedInformerFactory is a drop-in for client-go's
+// informers.SharedInformerFactory whose informers are Is: existing code
+// that takes an informers.SharedInformerFactory runs unchanged
+// (factory.Core().V1().Pods().Informer(), .Lister(), Start,
+// WaitForCacheSync, Shutdown, InformerFor, ForResource), and gains
+// WaitForFreshness per resource. Package cache's SharedInformerFactory is
+// this over its FreshInformer; make one with cache.NewSharedInformerFactory.
+//
+// It is an informers.SharedInformerFactory on every client-go this module
+// supports. Its own accessors and resources are those of the lowest
+// (0.36) that every supported client-go serves; what only some serve
+// (0.37's Lifecycle() and new versions, 0.36's scheduling.k8s.io/v1alpha2)
+// comes from an embedded client-go factory, since Go cannot add a method
+// only when a newer client-go is built in. Those informers are client-go's,
+// without freshness (Start, WaitForCacheSync and Shutdown cover them).
+type SharedInformerFactory[I Informer] struct {
+	newerGroups
+
+	client        kubernetes.Interface
+	defaultResync time.Duration
+	config        Config[I]
+	set           informerSet[reflect.Type, I]
+}
+
+// newerGroups is client-go's own factory interface: embedded, it lends
+// SharedInformerFactory the group accessors of client-go releases newer
+// than the lowest supported (its own methods shadow the others).
+type newerGroups = clientgoinformers.SharedInformerFactory
+
+var _ clientgoinformers.SharedInformerFactory = (*SharedInformerFactory[Informer])(nil)
+
+// NewSharedInformerFactory returns a typed factory over client whose
+// informers config.New makes.
+func NewSharedInformerFactory[I Informer](client kubernetes.Interface, defaultResync time.Duration, config Config[I]) *SharedInformerFactory[I] {
+	newer := []clientgoinformers.SharedInformerOption{clientgoinformers.WithNamespace(config.Namespace), clientgoinformers.WithTweakListOptions(config.TweakListOptions)}
+	if config.Transform != nil {
+		newer = append(newer, clientgoinformers.WithTransform(config.Transform))
+	}
+	return &SharedInformerFactory[I]{
+		newerGroups:   clientgoinformers.NewSharedInformerFactoryWithOptions(client, defaultResync, newer...),
+		client:        client,
+		defaultResync: defaultResync,
+		config:        config,
+	}
+}
+
+// typed returns the factory's informer of res, making it with the
+// factory's scope, or with newFunc's if newFunc is given and its scope can
+// be learnt.
+func (f *SharedInformerFactory[I]) typed(res typedResource, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
+	key := res.key()
+	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
+		s := f.defaultScope(res)
+		if newFunc != nil {
+			if captured, ok := captureScope(newFunc, f.config.resync(key, f.defaultResync)); ok {
+				s = captured
+				if !res.namespaced {
+					s.namespace = ""
+				}
+			}
+		}
+		return f.config.make(Spec{
+			ListerWatcher:    res.listerWatcher(f.client, s.namespace, s.tweak),
+			Object:           res.object,
+			Resource:         res.gvr.GroupResource(),
+			Resync:           f.config.resync(key, f.defaultResync),
+			Namespace:        s.namespace,
+			TweakListOptions: s.tweak,
+			Indexers:         s.indexers,
+		})
+	})
+}
+
+// defaultScope is the factory's: its namespace (none for cluster-scoped
+// resources), its list options, a namespace index.
+func (f *SharedInformerFactory[I]) defaultScope(res typedResource) scope {
+	s := scope{namespace: f.config.Namespace, tweak: f.config.TweakListOptions,
+		indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}}
+	if !res.namespaced {
+		s.namespace = ""
+	}
+	return s
+}
+
+// errNotInformer is matched by the error for a resource whose informer in
+// the factory is a plain one.
+var errNotInformer = errors.New("the factory's informer of the resource is not freshness-aware")
+
+// typedI returns the factory's informer of res as an I.
+func (f *SharedInformerFactory[I]) typedI(res typedResource) (I, error) {
+	inf, ok := f.typed(res, nil).(I)
+	if !ok {
+		return inf, fmt.Errorf("%w: %s", errNotInformer, resourceString(res.gvr.GroupResource()))
+	}
+	return inf, nil
+}
+
+// InformerFor returns the factory's informer for obj's type, making it if
+// needed, as client-go's factory does: the first call for a type decides.
+//
+// For a type of the factory's resources (typed_generated.go), the informer
+// is an I listing and watching as the typed client does, with what newFunc
+// would have built: its namespace, its list options (label and field selectors) and
+// its indexers, as kube-scheduler's pod informer with a byNode indexer and
+// a field selector needs. (The factory learns them by running newFunc's
+// informer once against a client that answers nothing; see capture.go.)
+//
+// For another type, it is newFunc's own informer, plain: registered,
+// started by Start, waited for by WaitForCacheSync and reused, but without
+// freshness.
+func (f *SharedInformerFactory[I]) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
+	if res, ok := typedResourceOf(obj); ok {
+		return f.typed(res, newFunc)
+	}
+	key := reflect.TypeOf(obj)
+	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
+		klog.Background().V(2).Info("FreshInformer factory cannot list this type through its clientset; registering newFunc's plain informer", "type", fmt.Sprintf("%T", obj))
+		inf := newFunc(f.client, f.config.resync(key, f.defaultResync))
+		if f.config.Transform != nil {
+			_ = inf.SetTransform(f.config.Transform) // not started: cannot fail
+		}
+		return inf
+	})
+}
+
+// FreshInformerFor returns the factory's informer for obj's type (making
+// it if needed), as an I.
+//
+// Deprecated: use cache.FreshInformerOf(factory.Core().V1().Pods().Informer()),
+// or FreshInformersForResource for the informers of a resource. It will be
+// removed in the next release.
+func (f *SharedInformerFactory[I]) FreshInformerFor(obj runtime.Object) (I, error) {
+	res, ok := typedResourceOf(obj)
+	if !ok {
+		var zero I
+		return zero, fmt.Errorf("%T is not a type of client-go's clientset", obj)
+	}
+	return f.typedI(res)
+}
+
+// ForResource returns a generic informer for gvr, an I like the typed ones
+// (and the same one, if the type's informer exists). A resource outside
+// the factory's that the built-in client-go serves (see the type's doc)
+// gets the embedded client-go factory's informer.
+func (f *SharedInformerFactory[I]) ForResource(gvr schema.GroupVersionResource) (clientgoinformers.GenericInformer, error) {
+	t, ok := objectTypeOf(gvr)
+	if !ok {
+		if f.newerGroups != nil {
+			if generic, err := f.newerGroups.ForResource(gvr); err == nil {
+				return generic, nil
+			}
+		}
+		return nil, fmt.Errorf("no informer for resource %s: client-go's clientset does not serve it", resourceString(gvr.GroupResource()))
+	}
+	res, _ := typedResourceOf(reflect.New(t.Elem()).Interface().(runtime.Object))
+	inf, err := f.typedI(res)
+	if err != nil {
+		return nil, err
+	}
+	return genericInformer{informer: inf, resource: gvr.GroupResource()}, nil
+}
+
+// Start starts every informer made so far that is not running yet.
+func (f *SharedInformerFactory[I]) Start(stopCh <-chan struct{}) {
+	f.StartWithContext(wait.ContextForChannel(stopCh))
+}
+
+// StartWithContext is Start with a context: the informers stop when it ends.
+func (f *SharedInformerFactory[I]) StartWithContext(ctx context.Context) {
+	f.set.start(ctx)
+	if f.newerGroups != nil {
+		f.newerGroups.StartWithContext(ctx)
+	}
+}
+
+// Shutdown waits for every started informer to stop (after the context or
+// channel given to Start ends) and makes later Starts do nothing.
+func (f *SharedInformerFactory[I]) Shutdown() {
+	f.set.shutdown()
+	if f.newerGroups != nil {
+		f.newerGroups.Shutdown()
+	}
+}
+
+// WaitForCacheSync waits for every started informer to sync.
+func (f *SharedInformerFactory[I]) WaitForCacheSync(stopCh <-chan struct{}) map[reflect.Type]bool {
+	return f.WaitForCacheSyncWithContext(wait.ContextForChannel(stopCh)).Synced
+}
+
+// WaitForCacheSyncWithContext waits, without polling, for every started
+// informer to sync.
+func (f *SharedInformerFactory[I]) WaitForCacheSyncWithContext(ctx context.Context) toolscache.SyncResult {
+	synced, err := f.set.waitForCacheSync(ctx)
+	if f.newerGroups != nil {
+		newer := f.newerGroups.WaitForCacheSyncWithContext(ctx)
+		for t, ok := range newer.Synced {
+			if synced == nil {
+				synced = map[reflect.Type]bool{}
+			}
+			synced[t] = ok
+		}
+		if err == nil {
+			err = newer.Err
+		}
+	}
+	return toolscache.SyncResult{Synced: synced, Err: err}
+}
+
+// InformerName returns nil: the factory's informers report metrics through
+// their own options (cache.WithMetrics), not client-go's informer names.
+func (f *SharedInformerFactory[I]) InformerName() *toolscache.InformerName { return nil }
+
+// WaitForFreshness waits until the factory's started informer for gvr has
+// applied rv. It fails at once, matching ErrNoInformer, if there is none.
+func (f *SharedInformerFactory[I]) WaitForFreshness(ctx context.Context, gvr schema.GroupVersionResource, rv string) error {
+	return f.WaitForFreshnessAll(ctx, ResourceVersion{Resource: gvr, ResourceVersion: rv})
+}
+
+// WaitForFreshnessAll waits, under ctx's one deadline, until every listed
+// resource's informer has applied its resource version.
+func (f *SharedInformerFactory[I]) WaitForFreshnessAll(ctx context.Context, rvs ...ResourceVersion) error {
+	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) (I, bool) {
+		t, ok := objectTypeOf(gvr)
+		if !ok {
+			var zero I
+			return zero, false
+		}
+		return f.set.startedOne(t)
+	})
+}
+
+// Sync is a read barrier over the factory's started informers: it returns
+// once each of them (or only those of the listed resources) reflects
+// everything the server had committed when Sync was called. See
+// SyncResources.
+func (f *SharedInformerFactory[I]) Sync(ctx context.Context, resources ...schema.GroupResource) error {
+	if len(resources) > 0 {
+		return SyncResources(ctx, f.FreshInformersForResource, resources...)
+	}
+	return syncInformers(ctx, f.set.startedMatching(f.config.HasStarted))
+}
+
+// FreshInformerForResource returns the factory's first informer for gr
+// (the one made first, if versions of gr have one each), deterministically.
+//
+// Deprecated: use FreshInformersForResource. It will be removed in the
+// next release.
+func (f *SharedInformerFactory[I]) FreshInformerForResource(gr schema.GroupResource) (I, bool) {
+	return first(f.FreshInformersForResource(gr))
+}
+
+// FreshInformersForResource returns the factory's informers of gr, in the
+// order they were made. It makes the factory a cache.InformerSource for
+// ReadYourWrites and SyncAll: the one lookup by resource.
+func (f *SharedInformerFactory[I]) FreshInformersForResource(gr schema.GroupResource) []I {
+	return f.set.matching(func(inf I) bool { return inf.Resource() == gr })
+}
+
+// ResourceFor names obj's resource: the clientset's resource of its type,
+// else what Config.ResourceFor says (the scheme given with cache's
+// WithScheme). It makes the factory a cache.ResourceResolver for
+// ReadYourWrites.Wrote.
+func (f *SharedInformerFactory[I]) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	if gvr, ok := resourceOfType(obj); ok {
+		return gvr.GroupResource(), nil
+	}
+	if f.config.ResourceFor == nil {
+		return schema.GroupResource{}, fmt.Errorf("%T is not a type of client-go's clientset", obj)
+	}
+	gvr, err := f.config.ResourceFor(obj)
+	return gvr.GroupResource(), err
+}
+
+// first returns the first of infs, if any.
+func first[I any](infs []I) (I, bool) {
+	if len(infs) == 0 {
+		var zero I
+		return zero, false
+	}
+	return infs[0], true
+}
