@@ -12,7 +12,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"github.com/prometheus/client_golang/prometheus"
 	"runtime"
 	"strconv"
 	"sync"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -103,7 +103,7 @@ func factoryConfig(opts []FactoryOption) informers.Config[*FreshInformer] {
 		opts := append([]Option{WithResource(s.Resource), WithSelector(SelectorOf(s.Namespace, s.TweakListOptions))}, informerOptions...)
 		return NewSharedIndexInformer(s.ListerWatcher, s.Object, s.Resync, s.Indexers, opts...)
 	}
-	o.config.ResourceFor = mapper.resourceFor
+	o.config.ResourceFor = mapper.ResourceFor
 	o.config.HasStarted = (*FreshInformer).HasStarted
 	return o.config
 }

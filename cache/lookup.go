@@ -1,12 +1,16 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // ErrNotWatched is matched by Admits' error for an object outside the
@@ -95,7 +99,7 @@ func (m InformerMap) ResourceFor(obj runtime.Object) (schema.GroupResource, erro
 
 // ResourceFor implements ResourceResolver: the first source that can tell.
 func (s Sources) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
-	err := fmt.Errorf("%w: %s", ErrUnknownResource, typeName(obj))
+	err := fmt.Errorf("%w: %s", ErrUnknownResource, resources.TypeName(obj))
 	for _, src := range s {
 		if r, ok := src.(ResourceResolver); ok {
 			gr, rerr := r.ResourceFor(obj)
@@ -124,10 +128,53 @@ func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupReso
 			return found[0], nil
 		}
 	}
-	gvr, err := (resourceMapper{}).resourceFor(obj)
+	gvr, err := (resources.Mapper{}).ResourceFor(obj)
 	return gvr.GroupResource(), err
 }
 
 func sameType(a, b any) bool {
 	return a != nil && b != nil && fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b)
+}
+
+// FreshInformerOf returns the FreshInformer behind inf: inf itself, or the
+// one inside a wrapper that delegates to it, such as the typed view that
+// client-go's generated accessors return
+// (factory.Core().V1().Pods().Informer()). It reads no private fields:
+// the FreshInformer answers for itself through the wrapper's GetController.
+func FreshInformerOf(inf toolscache.SharedInformer) (*FreshInformer, bool) {
+	if inf == nil {
+		return nil, false
+	}
+	if f, ok := inf.(*FreshInformer); ok {
+		return f, true
+	}
+	if v, ok := inf.GetController().(controllerView); ok {
+		return v.f, true
+	}
+	return nil, false
+}
+
+// ErrNotFreshInformer is matched by WaitForFreshness's error for an
+// informer that cannot wait for freshness.
+var ErrNotFreshInformer = errors.New("the informer is not freshness-aware")
+
+// WaitForFreshness waits until inf has applied rv: inf may be a
+// FreshInformer, a WrappedInformer, or a typed view of a FreshInformer as
+// client-go's generated accessors return it, so the common path is one
+// call:
+//
+//	err := cache.WaitForFreshness(ctx, factory.Core().V1().ConfigMaps().Informer(), rv)
+//
+// Errors are FreshInformer.WaitForFreshness's, or one matching
+// ErrNotFreshInformer at once for any other informer.
+func WaitForFreshness(ctx context.Context, inf toolscache.SharedInformer, rv string) error {
+	if w, ok := inf.(interface {
+		WaitForFreshness(context.Context, string) error
+	}); ok {
+		return w.WaitForFreshness(ctx, rv)
+	}
+	if f, ok := FreshInformerOf(inf); ok {
+		return f.WaitForFreshness(ctx, rv)
+	}
+	return fmt.Errorf("%w: %T", ErrNotFreshInformer, inf)
 }

@@ -3,13 +3,16 @@ package cache
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -69,7 +72,7 @@ type Options struct {
 	// The factories set it; the zero Selector admits everything.
 	Selector Selector
 
-	resourceMapper resourceMapper // WithScheme
+	resourceMapper resources.Mapper // WithScheme
 	// QuietProbeDelay is how long pending waits see no progress before
 	// the informer probes the server (see WithQuietProbeDelay). Zero:
 	// DefaultQuietProbeDelay; negative: off.
@@ -141,4 +144,31 @@ func WithInitialFloor(rv string) Option { return func(o *Options) { o.InitialFlo
 // Options.ConsistentInitialList).
 func WithConsistentInitialList() Option {
 	return func(o *Options) { o.ConsistentInitialList = true }
+}
+
+// ErrUnknownResource is matched by the error of a lookup that cannot tell
+// which resource an object belongs to: its kind is in no scheme it was
+// given, or no RESTMapper maps it. Pass the scheme and RESTMapper that know
+// the type (WithScheme), or name the resource explicitly (Record,
+// WithResource).
+var ErrUnknownResource = resources.ErrUnknown
+
+// WithScheme tells the informer (or, through WithInformerOptions, a
+// factory and the ReadYourWrites over it) how to name the resource of
+// types that client-go's scheme does not know: kubebuilder CRD structs, say.
+// The kind comes from s (then from client-go's scheme), the resource from
+// mapper when it is not nil (else from the kind's lower-case plural, as
+// client-go guesses it). Either may be nil.
+func WithScheme(s *runtime.Scheme, mapper meta.RESTMapper) Option {
+	return func(o *Options) { o.resourceMapper = resources.Mapper{Scheme: s, RESTMapper: mapper} }
+}
+
+// exampleResource names an informer's resource from its example object;
+// the zero GroupResource when it cannot, never a Go type name.
+func exampleResource(obj runtime.Object, o Options) schema.GroupResource {
+	gvr, err := o.resourceMapper.ResourceFor(obj)
+	if err != nil {
+		return schema.GroupResource{}
+	}
+	return gvr.GroupResource()
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // Selector returns what the informer lists (WithSelector; the factories
@@ -65,7 +66,7 @@ func (f *FreshInformer) Admits(obj metav1.Object) error {
 	if why == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, objectKey(obj), resourceString(f.resource), why)
+	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, resources.Key(obj.GetNamespace(), obj.GetName()), resources.String(f.resource), why)
 }
 
 // Matches reports whether an object with this namespace, name and labels
@@ -102,17 +103,10 @@ func (s Selector) excludes(namespace, name string, objLabels map[string]string) 
 	return ""
 }
 
-func objectKey(obj metav1.Object) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
-}
-
 // describe names the informer in errors: its resource, its scope, and its
 // name if it has one.
 func (f *FreshInformer) describe() string {
-	d := resourceString(f.resource) + " informer (" + f.selector.String()
+	d := resources.String(f.resource) + " informer (" + f.selector.String()
 	if f.name != "" {
 		d += ", name " + f.name
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // Checking an owner: snapshot what it waits for (pending), check or wait
@@ -58,7 +59,7 @@ func (p pendingWrites) informers() []*cache.FreshInformer {
 		}
 	}
 	slices.SortFunc(out, func(a, b *cache.FreshInformer) int {
-		return cmp.Or(cmp.Compare(resourceString(a.Resource()), resourceString(b.Resource())), cmp.Compare(a.Selector().String(), b.Selector().String()))
+		return cmp.Or(cmp.Compare(resources.String(a.Resource()), resources.String(b.Resource())), cmp.Compare(a.Selector().String(), b.Selector().String()))
 	})
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // ErrNotFresh is matched by CheckFresh's error when a cache is behind.
@@ -39,9 +40,9 @@ type NotFreshError struct {
 // Error says which cache is behind which write, and on whose behalf.
 func (e *NotFreshError) Error() string {
 	if e.Deleted.Name != "" {
-		return fmt.Sprintf("%s cache (%s) still holds %s, deleted on behalf of %s", resourceString(e.Resource), e.Scope, e.Deleted, e.Owner)
+		return fmt.Sprintf("%s cache (%s) still holds %s, deleted on behalf of %s", resources.String(e.Resource), e.Scope, e.Deleted, e.Owner)
 	}
-	return fmt.Sprintf("%s cache (%s) is at %s, behind %s written on behalf of %s", resourceString(e.Resource), e.Scope, e.Observed, e.Written, e.Owner)
+	return fmt.Sprintf("%s cache (%s) is at %s, behind %s written on behalf of %s", resources.String(e.Resource), e.Scope, e.Observed, e.Written, e.Owner)
 }
 
 // Is reports whether target is ErrNotFresh.

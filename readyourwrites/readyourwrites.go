@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // DefaultEnsureFreshTimeout bounds EnsureFresh when its context has no
@@ -37,7 +38,7 @@ const DefaultOwnerIdleTimeout = time.Minute
 type ReadYourWrites struct {
 	source    cache.InformerSource
 	timeout   time.Duration
-	resolver  resolver
+	resolver  resources.Mapper
 	clock     clock.PassiveClock
 	maxOwners int
 	idle      time.Duration
@@ -96,7 +97,7 @@ func NewWithOptions(source cache.InformerSource, opts Options) *ReadYourWrites {
 	return &ReadYourWrites{
 		source:    source,
 		timeout:   opts.Timeout,
-		resolver:  resolver{scheme: opts.Scheme, mapper: opts.RESTMapper},
+		resolver:  resources.Mapper{Scheme: opts.Scheme, RESTMapper: opts.RESTMapper},
 		clock:     opts.Clock,
 		maxOwners: opts.MaxOwners,
 		idle:      opts.OwnerIdleTimeout,

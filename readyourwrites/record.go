@@ -11,6 +11,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // Recording a write: route it to the informers that will see it, report it
@@ -35,9 +36,9 @@ func (r *ReadYourWrites) RecordFor(owners []Owner, gr schema.GroupResource, writ
 	if err != nil {
 		if written.GetResourceVersion() == "" {
 			return fmt.Errorf("%s %s has no resource version: it did not come from an API server (client-go's fake clientsets stamp none: see package freshtest): %w",
-				resourceString(gr), objectKey(written), err)
+				resources.String(gr), resources.Key(written.GetNamespace(), written.GetName()), err)
 		}
-		return fmt.Errorf("%s %s: %w", resourceString(gr), objectKey(written), err)
+		return fmt.Errorf("%s %s: %w", resources.String(gr), resources.Key(written.GetNamespace(), written.GetName()), err)
 	}
 	infs, err := r.informersFor(gr, written)
 	if err != nil {
@@ -61,7 +62,7 @@ func (r *ReadYourWrites) RecordFor(owners []Owner, gr schema.GroupResource, writ
 func (r *ReadYourWrites) RecordResourceVersion(owners []Owner, gr schema.GroupResource, namespace, rv string) error {
 	target, err := freshness.ParseRV(rv)
 	if err != nil {
-		return fmt.Errorf("%s: %w", resourceString(gr), err)
+		return fmt.Errorf("%s: %w", resources.String(gr), err)
 	}
 	var infs []*cache.FreshInformer
 	for _, inf := range r.source.FreshInformersForResource(gr) {
@@ -70,7 +71,7 @@ func (r *ReadYourWrites) RecordResourceVersion(owners []Owner, gr schema.GroupRe
 		}
 	}
 	if len(infs) == 0 {
-		return fmt.Errorf("%w: %s in namespace %q", cache.ErrNoInformer, resourceString(gr), namespace)
+		return fmt.Errorf("%w: %s in namespace %q", cache.ErrNoInformer, resources.String(gr), namespace)
 	}
 	for _, inf := range infs {
 		_ = inf.RecordWrite(rv)
@@ -204,13 +205,13 @@ func (r *ReadYourWrites) NewestKnownResourceVersion(gr schema.GroupResource) str
 func (r *ReadYourWrites) informersFor(gr schema.GroupResource, obj metav1.Object) ([]*cache.FreshInformer, error) {
 	all := r.source.FreshInformersForResource(gr)
 	if len(all) == 0 {
-		return nil, fmt.Errorf("%w: %s", cache.ErrNoInformer, resourceString(gr))
+		return nil, fmt.Errorf("%w: %s", cache.ErrNoInformer, resources.String(gr))
 	}
 	var admitted []*cache.FreshInformer
 	var notWatched []error
 	for _, inf := range all {
 		if err := inf.Admits(obj); err != nil {
-			if _, held, _ := inf.GetIndexer().GetByKey(objectKey(obj)); !held {
+			if _, held, _ := inf.GetIndexer().GetByKey(resources.Key(obj.GetNamespace(), obj.GetName())); !held {
 				notWatched = append(notWatched, err)
 				continue
 			}
@@ -235,5 +236,6 @@ func (r *ReadYourWrites) resourceFor(obj metav1.Object) (schema.GroupResource, e
 			return gr, nil
 		}
 	}
-	return r.resolver.resourceFor(ro)
+	gvr, err := r.resolver.ResourceFor(ro)
+	return gvr.GroupResource(), err
 }
