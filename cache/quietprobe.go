@@ -2,21 +2,12 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/probe"
-	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // The quiet-resource probe: how it proves freshness is told in the package
@@ -263,8 +254,10 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 		f.requestRelist()
 		return false
 	}
-	switch f.auxWatch(ctx, start, server, gen) {
-	case auxNoBookmark:
+	f.quiet.requests.Add(1)
+	prove := func(lo, hi freshness.RV) { f.proveGap(lo, hi, gen) }
+	switch probe.AuxWatch(ctx, f.lw, start, server, probeWatchTimeoutSeconds, prove, f.logger) {
+	case probe.NoBookmark:
 		if f.bookmarks.Load() == 0 { // neither stream has seen one: no watch cache
 			p.mu.Lock()
 			p.noBookmarks = true
@@ -272,83 +265,10 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 			f.logger.V(2).Info("Freshness probe: the resource gets no watch bookmarks (served without a watch cache?); probing by relisting from now on")
 			f.requestRelist()
 		}
-	case auxExpired:
+	case probe.Expired:
 		f.requestRelist()
 	}
 	return false
-}
-
-type auxResult int
-
-const (
-	auxDone       auxResult = iota // proved up to the server's resource version, or events past it
-	auxNoBookmark                  // the watch ended without a bookmark
-	auxExpired                     // the applied resource version is too old to watch from
-	auxFailed                      // anything else: try again later
-)
-
-// auxWatch watches from start until a bookmark at or past server proves
-// that the informer's stream holds nothing more up to it.
-func (f *FreshInformer) auxWatch(ctx context.Context, start, server freshness.RV, gen uint64) auxResult {
-	timeout := int64(probeWatchTimeoutSeconds)
-	f.quiet.requests.Add(1)
-	w, err := toolscache.ToListerWatcherWithContext(f.lw).WatchWithContext(ctx, metav1.ListOptions{
-		ResourceVersion:     start.String(),
-		AllowWatchBookmarks: true,
-		TimeoutSeconds:      &timeout,
-	})
-	if err != nil {
-		if isExpired(err) {
-			return auxExpired
-		}
-		f.logger.V(4).Info("Freshness probe: watch failed", "err", err)
-		return auxFailed
-	}
-	defer w.Stop()
-	last := start // the newest event seen: the gap to prove starts there
-	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return auxFailed
-		case ev, ok = <-w.ResultChan():
-		}
-		if !ok {
-			return auxNoBookmark
-		}
-		if ev.Type == watch.Error {
-			if isExpired(apierrors.FromObject(ev.Object)) {
-				return auxExpired
-			}
-			return auxFailed
-		}
-		rv, err := freshness.ParseRV(resourceVersion(ev.Object))
-		if err != nil {
-			return auxFailed
-		}
-		if ev.Type != watch.Bookmark {
-			if rv.Compare(last) > 0 {
-				last = rv
-			}
-			if rv.Compare(server) >= 0 { // the informer's own stream delivers it
-				return auxDone
-			}
-			continue
-		}
-		if !reflector.Plausible(rv, server) {
-			// A bookmark implausibly far ahead of the server's own
-			// consistent read proves nothing (the informer's Guard skips
-			// such bookmarks on its stream, too).
-			return auxFailed
-		}
-		if rv.Compare(last) > 0 {
-			f.proveGap(last, rv, gen)
-		}
-		if rv.Compare(server) >= 0 {
-			return auxDone
-		}
-	}
 }
 
 // proveGap records that the informer's stream holds no event in (lo, hi]:
@@ -371,21 +291,10 @@ func (f *FreshInformer) proveGap(lo, hi freshness.RV, gen uint64) {
 // consistent limit=1 list through the informer's ListerWatcher, and records
 // it as a staleness sample taken when the request was sent.
 func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV, error) {
-	if f.lw == nil {
-		return freshness.RV{}, errors.New("informer has no ListerWatcher")
-	}
 	sent := f.clock.Now()
-	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
+	rv, err := probe.ServerResourceVersion(ctx, f.lw)
 	if err != nil {
 		return freshness.RV{}, err
-	}
-	list, err := meta.ListAccessor(obj)
-	if err != nil {
-		return freshness.RV{}, err
-	}
-	rv, err := freshness.ParseRV(list.GetResourceVersion())
-	if err != nil {
-		return freshness.RV{}, fmt.Errorf("the server's list resource version: %w", err)
 	}
 	p := &f.quiet
 	p.mu.Lock()
@@ -395,10 +304,6 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 	p.mu.Unlock()
 	f.addStalenessSample(sent, rv)
 	return rv, nil
-}
-
-func isExpired(err error) bool {
-	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 // requestRelist has the Reflector relist (see reflector.Guard.RequestRelist):

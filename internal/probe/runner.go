@@ -1,8 +1,11 @@
-// Package probe holds the one "one probe in flight" mechanism of an
-// informer's requests off its own stream: the quiet-resource probe and the
-// restore check (package cache) each run through a Runner, so that however
-// many callers ask, at most one request series is in flight per informer,
-// and stopping the informer ends it and waits for it.
+// Package probe holds an informer's requests off its own stream and the one
+// "one probe in flight" mechanism they run through. The quiet-resource
+// probe and the restore check (package cache) each run through a Runner,
+// so that however many callers ask, at most one request series is in
+// flight per informer, and stopping the informer ends it and waits for it.
+// The requests: ServerResourceVersion (a consistent read of the server's
+// resource version) and AuxWatch (a watch whose bookmarks prove that the
+// informer's stream holds no event up to a resource version).
 package probe
 
 import (
