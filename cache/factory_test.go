@@ -1,13 +1,22 @@
 package cache
 
 import (
+	"context"
+	"reflect"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	v1 "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // The factory's options reach the informers it makes: the tests of the
@@ -29,5 +38,85 @@ func TestFactoryOptionsReachTheInformer(t *testing.T) {
 	}
 	if got := cms.Selector().String(); got != SelectorOf("a", func(o *metav1.ListOptions) { o.LabelSelector = "keep=yes" }).String() {
 		t.Fatalf("selector %s", got)
+	}
+}
+
+// InformerFor honours a custom newFunc's indexers and list options, as
+// client-go's factory does (kube-scheduler's pod informer).
+func TestFactoryInformerForCustomNewFunc(t *testing.T) {
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "4"}, Spec: corev1.PodSpec{NodeName: "n1"}})
+	f := NewSharedInformerFactory(client, 0)
+	byNode := func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Spec.NodeName}, nil }
+	newFunc := func(c kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
+		return v1.NewFilteredPodInformer(c, "", resync, toolscache.Indexers{"byNode": byNode},
+			func(o *metav1.ListOptions) { o.FieldSelector = "status.phase!=Succeeded" })
+	}
+	inf := f.InformerFor(&corev1.Pod{}, newFunc)
+	if _, ok := inf.GetIndexer().GetIndexers()["byNode"]; !ok {
+		t.Fatal("the custom newFunc's indexer was dropped")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); f.Shutdown() }()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	var sawSelector bool
+	for _, a := range client.Actions() {
+		if l, ok := a.(k8stesting.ListAction); ok && a.GetResource().Resource == "pods" {
+			sawSelector = sawSelector || l.GetListRestrictions().Fields.String() == fields.OneTermNotEqualSelector("status.phase", "Succeeded").String()
+		}
+	}
+	if !sawSelector {
+		t.Fatalf("the custom newFunc's field selector was dropped: %v", client.Actions())
+	}
+	if objs, err := inf.GetIndexer().ByIndex("byNode", "n1"); err != nil || len(objs) != 1 {
+		t.Fatalf("byNode index: %v %v", objs, err)
+	}
+}
+
+// A type the clientset does not serve: InformerFor registers, runs and
+// reuses the newFunc's informer.
+func TestFactoryForeignTypeIsRegistered(t *testing.T) {
+	client := fake.NewClientset()
+	f := NewSharedInformerFactory(client, 0)
+	made := 0
+	listed := make(chan struct{}, 1)
+	newFunc := func(kubernetes.Interface, time.Duration) toolscache.SharedIndexInformer {
+		made++
+		return toolscache.NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
+			ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+				select {
+				case listed <- struct{}{}:
+				default:
+				}
+				return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+			},
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+				select { // client-go may stream the list (watch-list)
+				case listed <- struct{}{}:
+				default:
+				}
+				return watch.NewFake(), nil
+			},
+		}, client), &corev1.ConfigMap{}, 0, nil)
+	}
+	a := f.InformerFor(&notServed{}, newFunc)
+	_ = a.SetWatchErrorHandlerWithContext(func(context.Context, *toolscache.Reflector, error) {})
+	b := f.InformerFor(&notServed{}, newFunc)
+	if a != b || made != 1 {
+		t.Fatalf("the foreign informer was not reused: made %d", made)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); f.Shutdown() }()
+	f.Start(ctx.Done())
+	select {
+	case <-listed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not run the foreign informer")
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	synced := f.WaitForCacheSync(sctx.Done())
+	if ok, in := synced[reflect.TypeFor[*notServed]()]; !in || !ok {
+		t.Fatalf("WaitForCacheSync ignored the foreign informer: %v", synced)
 	}
 }
