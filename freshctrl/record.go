@@ -186,7 +186,7 @@ func (c *freshClient) DeleteAllOf(ctx context.Context, obj client.Object, opts .
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, c.timeout)
-		s, err := e.Informer.ProbeResourceVersion(pctx)
+		s, err := e.Informer.ServerResourceVersion(pctx)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("freshctrl: DeleteAllOf succeeded, but asking the server for its resource version failed: %w", err)

@@ -205,7 +205,7 @@ func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile
 		// A delete has no resource version of its own: the server's
 		// current one is past it.
 		pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
-		rv, err := nf.informer.ProbeResourceVersion(pctx)
+		rv, err := nf.informer.ServerResourceVersion(pctx)
 		cancel()
 		if err == nil {
 			target, perr = freshness.ParseRV(rv)

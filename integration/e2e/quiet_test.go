@@ -324,9 +324,9 @@ func TestIdleWaitersCPU(t *testing.T) {
 func startInformerWith(t *testing.T, cs kubernetes.Interface, ns string, opts ...cache.Option) *cache.FreshInformer {
 	t.Helper()
 	factory := cache.NewSharedInformerFactory(cs, 0, cache.WithNamespace(ns), cache.WithInformerOptions(opts...))
-	inf, err := factory.FreshInformerFor(&corev1.Secret{})
-	if err != nil {
-		t.Fatal(err)
+	inf, ok := cache.FreshInformerOf(factory.Core().V1().Secrets().Informer())
+	if !ok {
+		t.Fatal("the factory's Secret informer is not a FreshInformer")
 	}
 	fctx, cancel := context.WithCancel(context.Background())
 	factory.StartWithContext(fctx)

@@ -96,7 +96,7 @@ func newController(client kubernetes.Interface, factory *cache.SharedInformerFac
 		st:      st,
 	}
 	var ok bool
-	if c.ownerInformer, ok = factory.FreshInformerForResource(schema.GroupResource{Resource: "configmaps"}); !ok {
+	if c.ownerInformer, ok = cache.FreshInformerOf(factory.Core().V1().ConfigMaps().Informer()); !ok {
 		return nil, errors.New("the factory has no ConfigMap informer")
 	}
 	enqueue := func(obj any) {
