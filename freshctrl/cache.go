@@ -302,7 +302,7 @@ type registry struct {
 	userHook func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
 	log      logr.Logger
 
-	mu        sync.RWMutex
+	mu        sync.RWMutex // guards the fields below (lock order: see the type's doc)
 	informers []*informerEntry
 	ctx       context.Context // Start's, nil before it
 	// lwFor, set by package fake before the first informer, replaces the
@@ -535,7 +535,7 @@ type provider struct {
 }
 
 var (
-	providersMu sync.Mutex
+	providersMu sync.Mutex // guards providers; a leaf
 	providers   = map[prometheus.Registerer]*provider{}
 )
 

@@ -28,7 +28,7 @@ import (
 // Bound: one entry per foreign informer the cache holds; those the cache
 // forgot (RemoveInformer) are dropped at the next write.
 type foreignMarks struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards rv; a leaf
 	rv map[*informerEntry]freshness.RV
 }
 

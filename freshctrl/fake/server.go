@@ -43,7 +43,7 @@ type server struct {
 	scheme  *runtime.Scheme
 	tracker *freshtest.Tracker
 
-	mu sync.Mutex
+	mu sync.Mutex // guards the fields below; taken before the freshtest tracker's
 	// lastEvent is, per resource, the resource version of the newest
 	// watch event the tracker published.
 	lastEvent map[schema.GroupVersionResource]uint64
