@@ -105,21 +105,20 @@ func withProbe(ctx context.Context, p *scopeProbe) context.Context {
 // /apis/GROUP/VERSION[/namespaces/NS]/RES, under any path prefix, and its
 // selectors.
 func scopeFromURL(u *url.URL) (Scope, schema.GroupResource, bool) {
-	t, ok := apipath.Parse(u.Path)
+	l, ok := apipath.ParseList(u)
 	if !ok {
 		return Scope{}, schema.GroupResource{}, false
 	}
-	s := Scope{Namespace: t.Namespace}
-	q := u.Query()
-	if ls := q.Get("labelSelector"); ls != "" {
-		if sel, err := labels.Parse(ls); err == nil {
+	s := Scope{Namespace: l.Namespace}
+	if l.LabelSelector != "" {
+		if sel, err := labels.Parse(l.LabelSelector); err == nil {
 			s.Labels = sel
 		}
 	}
-	if fs := q.Get("fieldSelector"); fs != "" {
-		if sel, err := fields.ParseSelector(fs); err == nil {
+	if l.FieldSelector != "" {
+		if sel, err := fields.ParseSelector(l.FieldSelector); err == nil {
 			s.Fields = sel
 		}
 	}
-	return s, t.Resource, true
+	return s, l.Resource, true
 }

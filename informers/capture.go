@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/freshinformer/freshinformer/internal/apipath"
+	"github.com/freshinformer/freshinformer/apipath"
 )
 
 // scope is what one informer lists and how it indexes.
@@ -69,19 +69,17 @@ func captureScope(newFunc internalinterfaces.NewInformerFunc, resync time.Durati
 	if u == nil {
 		return scope{}, false
 	}
-	target, ok := apipath.Parse(u.Path)
+	l, ok := apipath.ParseList(u)
 	if !ok {
 		return scope{}, false
 	}
-	q := u.Query()
-	labelSelector, fieldSelector := q.Get("labelSelector"), q.Get("fieldSelector")
 	s := scope{
-		namespace: target.Namespace,
+		namespace: l.Namespace,
 		indexers:  plain.GetIndexer().GetIndexers(),
 	}
-	if labelSelector != "" || fieldSelector != "" {
+	if l.LabelSelector != "" || l.FieldSelector != "" {
 		s.tweak = func(o *metav1.ListOptions) {
-			o.LabelSelector, o.FieldSelector = labelSelector, fieldSelector
+			o.LabelSelector, o.FieldSelector = l.LabelSelector, l.FieldSelector
 		}
 	}
 	return s, true
