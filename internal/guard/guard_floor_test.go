@@ -31,30 +31,6 @@ func obj(rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: rv}}
 }
 
-func TestPlausible(t *testing.T) {
-	for _, c := range []struct {
-		rv, floor string
-		want      bool
-	}{
-		{"5", "", true},
-		{"11", "10", true},
-		{"4295000000", "10", false}, // more than 10x + 2^32 ahead
-		{"1000000400", "306", true}, // --bump-revision's usual billion
-		{"9999999999999999999999999999999999999999", "10", false},
-		{"99999999999999999999999", "18446744073709551615", false}, // beyond 64 bits: one more digit at most
-		{"184467440737095516150", "18446744073709551615", true},
-		{"5", "10", true}, // older is plausible: ordering rejects it elsewhere
-	} {
-		var floor freshness.RV
-		if c.floor != "" {
-			floor = rv(t, c.floor)
-		}
-		if got := reflector.Plausible(rv(t, c.rv), floor); got != c.want {
-			t.Errorf("Plausible(%s, %s) = %v, want %v", c.rv, c.floor, got, c.want)
-		}
-	}
-}
-
 // The delivered floor only grows with plausible, well-formed RVs.
 func TestQueueFloorIgnoresOlderMalformedAndImplausible(t *testing.T) {
 	g := New(Options{})
