@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/internal/informertest"
 )
 
 // streamMode picks the Reflector's path: a list then a watch, or a
@@ -194,21 +196,7 @@ var stopFuncs sync.Map
 // waits until RunWithContext has returned.
 func runInformer(t *testing.T, inf *FreshInformer) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inf.RunWithContext(ctx)
-	}()
-	stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("informer did not stop")
-		}
-	}
-	t.Cleanup(stop)
+	stop = informertest.Run(t, inf)
 	stopFuncs.Store(inf, stop)
 	return stop
 }

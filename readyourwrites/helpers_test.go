@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 )
 
 func TestMain(m *testing.M) {
@@ -111,21 +112,7 @@ var stopFuncs sync.Map
 // stops it and waits until it has.
 func runInformer(t *testing.T, inf *cache.FreshInformer) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		inf.RunWithContext(ctx)
-	}()
-	stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("informer did not stop")
-		}
-	}
-	t.Cleanup(stop)
+	stop = informertest.Run(t, inf)
 	stopFuncs.Store(inf, stop)
 	return stop
 }
