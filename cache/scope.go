@@ -103,16 +103,6 @@ func (s Selector) excludes(namespace, name string, objLabels map[string]string) 
 	return ""
 }
 
-// describe names the informer in errors: its resource, its scope, and its
-// name if it has one.
-func (f *FreshInformer) describe() string {
-	d := resources.String(f.resource) + " informer (" + f.selector.String()
-	if f.name != "" {
-		d += ", name " + f.name
-	}
-	return d + ")"
-}
-
 // logIncomparable logs the switch to plain mode. Objects without any
 // resource version come from client-go's fake clientsets, not from a
 // server: that is expected in unit tests, so it is logged at V(2), not as
