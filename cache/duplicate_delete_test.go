@@ -1,0 +1,135 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/internal/apimodel"
+)
+
+// Issue 21, "a duplicate DELETED reached a handler once" (fault-suite seed
+// 9190, kinds duplicates and malformed): the model server mangles an event's
+// resource version ("m" + revision) and then duplicates that event, copy
+// and all. The Guard lets a malformed event through (its object is the
+// server's state). The first DELETED removes the key; the second finds no
+// key, and its resource version cannot be compared with the stream's, so
+// the duplicate check (which proves a deletion not newer than the stream)
+// could not reject it and handlers heard of the deletion twice. The client-go
+// queue plays no part: the informer's queue is atomic whatever the
+// AtomicFIFO gate says.
+func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
+		rec := newRecorder()
+		if _, err := inf.AddEventHandler(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, 1)
+		w.Delete(cm("a", "m2"))
+		w.Delete(cm("a", "m2")) // the duplicate, as mangled as the original
+		w.Add(cm("b", "3"))
+		waitFresh(t, inf, "3")
+		// A second delete would come before b's add.
+		want := []string{"add a@1 initial=true", "delete a@m2", "add b@3 initial=false"}
+		if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
+		if cached(inf, "a") != "" {
+			t.Fatal("a survived its deletion")
+		}
+	})
+}
+
+// TestModelDuplicateMalformedDelete replays the fault suite's path through
+// the model server itself, with seed 9190's client-go gates: with every
+// event mangled and duplicated, one deletion reaches a handler once.
+func TestModelDuplicateMalformedDelete(t *testing.T) {
+	configOf(9190).set(t) // the seed's gates: WatchListClient on, AtomicFIFO off
+	srv := apimodel.New(apimodel.Options{Seed: 9190, Replicas: 1})
+	defer srv.Close()
+	if _, err := srv.Create("k00", "0"); err != nil {
+		t.Fatal(err)
+	}
+	inf := NewSharedIndexInformer(srv, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, WithQuietProbeDelay(-1))
+	h := &deleteCounter{deletes: map[string]int{}}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		t.Fatal(err)
+	}
+	runInformer(t, inf)
+	waitSynced(t, inf)
+
+	srv.SetFaults(apimodel.Faults{Duplicate: 1, Malformed: 1})
+	if _, err := srv.Delete("k00"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().Duplicated == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	srv.SetFaults(apimodel.Faults{})
+	rev, err := srv.Create("k01", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, strconv.FormatUint(rev, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.Malformed == 0 || st.Duplicated == 0 {
+		t.Fatalf("the model served no mangled duplicate: %+v", st)
+	}
+	// Handlers hear of k01's add after anything about k00: wait for it.
+	for !h.added("k01") {
+		if time.Now().After(deadline) {
+			t.Fatal("the handler never heard of k01")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := h.count("k00"); n != 1 {
+		t.Fatalf("the handler heard of k00's deletion %d times, want once", n)
+	}
+}
+
+// deleteCounter counts the deletions a handler hears of, per name.
+type deleteCounter struct {
+	mu      sync.Mutex
+	deletes map[string]int
+	adds    map[string]bool
+}
+
+func (h *deleteCounter) OnAdd(obj any, _ bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.adds == nil {
+		h.adds = map[string]bool{}
+	}
+	h.adds[name(obj)] = true
+}
+
+func (h *deleteCounter) OnUpdate(_, _ any) {}
+
+func (h *deleteCounter) OnDelete(obj any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.deletes[name(obj)]++
+}
+
+func (h *deleteCounter) added(n string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.adds[n]
+}
+
+func (h *deleteCounter) count(n string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deletes[n]
+}
