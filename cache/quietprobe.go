@@ -306,7 +306,7 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 	return rv, nil
 }
 
-// requestRelist has the Reflector relist (see reflector.Guard.RequestRelist):
+// requestRelist has the Reflector relist (see guard.Guard.RequestRelist):
 // the list's resource version then becomes the applied one in stream order.
 func (f *FreshInformer) requestRelist() {
 	if !f.guard.RelistPending() { // a probe that finds one pending asks for no other

@@ -36,9 +36,8 @@ import (
 //     called, so a pending waiter on a quiet resource wakes at the next
 //     event, not at the bookmark.
 //   - No out-of-order rejection and no stale-relist guard: the wrapped
-//     informer applies what it receives. (If you build that informer
-//     yourself, wrap its ListerWatcher with reflector.Guard for the latter,
-//     or use NewSharedIndexInformer.)
+//     informer applies what it receives. (Use NewSharedIndexInformer for
+//     both.)
 //   - Resource versions that cannot be ordered, as the FreshInformer
 //     treats them: a single object with a malformed resource version is
 //     skipped (counted in IncomparableObjects, logged at V(4)) and freshness

@@ -1,11 +1,18 @@
-// Package reflector is freshinformer's layer between the API server's
-// list/watch stream and the informer's queue. It sees list resource versions,
-// watch events and bookmarks in stream order and keeps the stream from moving
-// the cache back in time:
+// Package reflector describes freshinformer's layer between the API
+// server's list/watch stream and the informer's queue, and holds what users
+// read of it: the errors of refused lists (ErrStaleList, StaleListError,
+// IsStaleList), declared regressions (Regression and its reasons), the
+// layer's counters (Stats, part of cache.Stats) and the plausibility bound
+// (Plausible). The layer itself, the guard the informer wraps its
+// ListerWatcher and queue with, is internal (internal/guard): only the
+// informer drives it. It sees list resource versions, watch events and
+// bookmarks in stream order and keeps the stream from moving the cache back
+// in time:
 //
-//   - The floor is the highest resource version the queue has delivered or
-//     the cache has applied (Options.Floor). A replayed older event or
-//     bookmark never lowers it; only a declared regression does.
+//   - The floor is the highest resource version the queue has delivered, or
+//     that the informer's quiet-resource probe proved its stream holds
+//     nothing below. A replayed older event or bookmark never lowers it;
+//     only a declared regression does.
 //   - List and watch requests that would start below the floor are raised to
 //     it, and lists ask for resourceVersionMatch=NotOlderThan, so a server
 //     that honours it never serves older state.
@@ -28,8 +35,9 @@
 //     version is not comparable, makes the Guard stand aside (plain
 //     informer) until a comparable list comes.
 //
-// Declared regressions go through one path, Guard.DeclareRegression: an
-// error-level log, Stats.Regressions, and the OnRegression callback.
+// Declared regressions go through one path, the guard's DeclareRegression:
+// an error-level log, Stats.Regressions, and the informer's OnRegression
+// callback (cache.WithRegressionHandler).
 //
 // The list checks sit on the Queue's Replace, which both list+watch and
 // watch-list go through; watch events pay one resource version parse and

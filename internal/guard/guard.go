@@ -178,8 +178,8 @@ func (g *Guard) DeclareRegression(r reflector.Regression) {
 
 // TakeDeclared reports whether the list at rv was admitted under a
 // regression already declared (so that whoever applies it does not declare
-// it again), and forgets it. Whoever applies lists with Options.Floor set
-// must call it for each: until then the floor leaves Options.Floor out.
+// it again), and forgets it. The informer calls it for each list it
+// applies.
 func (g *Guard) TakeDeclared(rv string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
