@@ -37,7 +37,8 @@ func recordingServer(t *testing.T) (kubernetes.Interface, func() []recordedReque
 		http.Error(w, "recorded", http.StatusTeapot)
 	}))
 	t.Cleanup(srv.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	// No client-side rate limit: the tests send hundreds of requests.
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

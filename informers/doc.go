@@ -36,8 +36,10 @@
 //     typed clientset.
 //   - clientset.go: how the typed factory lists and watches a resource of
 //     the clientset.
-//   - capture.go: how InformerFor learns the namespace, list options and
-//     indexers of an informer client-go's newFunc would have built.
+//   - capture.go: how InformerFor learns the resource, namespace, list
+//     options and indexers of an informer client-go's newFunc would have
+//     built.
+//   - newer.go: resources outside the table, learnt at run time.
 //   - dynamic.go: the dynamic factory, DynamicSharedInformerFactory, keyed
 //     by resource.
 //   - set.go: the informers a factory made, started and runs.
@@ -67,12 +69,23 @@
 //
 // # Client-go versions
 //
-// The factory's own knowledge is that of go.mod's client-go, the lowest the
-// module supports. What newer supported client-go releases add (0.37's
-// Lifecycle() group, new versions and resources) and what they drop comes
-// from a client-go factory the typed factory embeds: those informers are
-// client-go's, without freshness; Start, WaitForCacheSync and Shutdown
-// cover them, and ForResource hands them out.
+// The factory's table is that of go.mod's client-go, the lowest the module
+// supports, less what a newer supported one dropped. A resource outside it
+// (0.37's Lifecycle() group, new versions and resources; 0.36's
+// scheduling.k8s.io/v1alpha2) is learnt at run time (newer.go): its group,
+// version, resource and scope from the request client-go's own informer of
+// it sends (capture.go), its kind, object and list types from client-go's
+// scheme, and it is listed and watched like the table's resources, over the
+// clientset's core REST client sent to the resource's group version path,
+// or with the fake clientset's actions. ForResource and InformerFor (so
+// client-go's group packages over the factory, lifecycle.New(factory, ns,
+// tweak) on 0.37) give Is for them. Go cannot add a method only when a
+// newer client-go is built in, so the accessors of newer groups
+// (factory.Lifecycle() on 0.37) are promoted from a client-go factory the
+// typed factory embeds: their informers are client-go's, without
+// freshness; Start, WaitForCacheSync and Shutdown cover them. A clientset
+// of one's own without a core REST client gets client-go's plain informer
+// for resources outside the table.
 //
 // # Lookups
 //

@@ -31,12 +31,17 @@ import (
 // this over its FreshInformer; make one with cache.NewSharedInformerFactory.
 //
 // It is an informers.SharedInformerFactory on every client-go this module
-// supports. Its own accessors and resources are those of the lowest
-// (0.36) that every supported client-go serves; what only some serve
-// (0.37's Lifecycle() and new versions, 0.36's scheduling.k8s.io/v1alpha2)
-// comes from an embedded client-go factory, since Go cannot add a method
-// only when a newer client-go is built in. Those informers are client-go's,
-// without freshness (Start, WaitForCacheSync and Shutdown cover them).
+// supports. Its own accessors and its table of resources are those of the
+// lowest (0.36) that every supported client-go serves. What only some
+// serve (0.37's Lifecycle() group and new versions, 0.36's
+// scheduling.k8s.io/v1alpha2) is an I too when reached through the factory:
+// through ForResource, InformerFor, or client-go's group package over the
+// factory (lifecycle.New(factory, namespace, tweak) on 0.37), since
+// InformerFor learns such a resource at run time (newer.go). Go cannot add
+// a method only when a newer client-go is built in, so the accessors of
+// such groups (factory.Lifecycle() on 0.37) come from an embedded client-go
+// factory: their informers are client-go's, without freshness (Start,
+// WaitForCacheSync and Shutdown cover them).
 type SharedInformerFactory[I Informer] struct {
 	newerGroups
 
@@ -76,22 +81,27 @@ func (f *SharedInformerFactory[I]) typed(res typedResource, newFunc internalinte
 	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
 		s := f.defaultScope(res)
 		if newFunc != nil {
-			if captured, ok := captureScope(newFunc, f.config.resync(key, f.defaultResync)); ok {
+			if captured, _, ok := captureScope(newFunc, f.config.resync(key, f.defaultResync)); ok {
 				s = captured
 				if !res.namespaced {
 					s.namespace = ""
 				}
 			}
 		}
-		return f.config.make(Spec{
-			ListerWatcher:    res.listerWatcher(f.client, s.namespace, s.tweak),
-			Object:           res.object,
-			Resource:         res.gvr.GroupResource(),
-			Resync:           f.config.resync(key, f.defaultResync),
-			Namespace:        s.namespace,
-			TweakListOptions: s.tweak,
-			Indexers:         s.indexers,
-		})
+		return f.makeTyped(res, s)
+	})
+}
+
+// makeTyped makes the factory's informer of res in scope s.
+func (f *SharedInformerFactory[I]) makeTyped(res typedResource, s scope) I {
+	return f.config.make(Spec{
+		ListerWatcher:    res.listerWatcher(f.client, s.namespace, s.tweak),
+		Object:           res.object,
+		Resource:         res.gvr.GroupResource(),
+		Resync:           f.config.resync(res.key(), f.defaultResync),
+		Namespace:        s.namespace,
+		TweakListOptions: s.tweak,
+		Indexers:         s.indexers,
 	})
 }
 
@@ -122,24 +132,34 @@ func (f *SharedInformerFactory[I]) typedI(res typedResource) (I, error) {
 // InformerFor returns the factory's informer for obj's type, making it if
 // needed, as client-go's factory does: the first call for a type decides.
 //
-// For a type of the factory's resources (typed_generated.go), the informer
-// is an I listing and watching as the typed client does, with what newFunc
-// would have built: its namespace, its list options (label and field selectors) and
-// its indexers, as kube-scheduler's pod informer with a byNode indexer and
-// a field selector needs. (The factory learns them by running newFunc's
-// informer once against a client that answers nothing; see capture.go.)
+// The informer is an I listing and watching as the typed client does, with
+// what newFunc would have built: its namespace, its list options (label
+// and field selectors) and its indexers, as kube-scheduler's pod informer
+// with a byNode indexer and a field selector needs. (The factory learns
+// them by running newFunc's informer once against a client that answers
+// nothing; see capture.go.) For a type of the factory's table
+// (typed_generated.go) that is all it needs; for another type of
+// client-go's clientset (one only a newer client-go has, such as 0.37's
+// lifecycle.k8s.io, or one a newer client-go dropped), it also learns the
+// resource from that request and the types from client-go's scheme (see
+// newer.go).
 //
-// For another type, it is newFunc's own informer, plain: registered,
-// started by Start, waited for by WaitForCacheSync and reused, but without
-// freshness.
+// For a type it cannot list that way (not in client-go's scheme, or a
+// kubernetes.Interface of one's own without a core REST client), it is
+// newFunc's own informer, plain: registered, started by Start, waited for
+// by WaitForCacheSync and reused, but without freshness.
 func (f *SharedInformerFactory[I]) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
 	if res, ok := typedResourceOf(obj); ok {
 		return f.typed(res, newFunc)
 	}
 	key := reflect.TypeOf(obj)
 	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
+		resync := f.config.resync(key, f.defaultResync)
+		if res, s, ok := f.newerResource(obj, newFunc, resync); ok {
+			return f.makeTyped(res, s)
+		}
 		klog.Background().V(2).Info("FreshInformer factory cannot list this type through its clientset; registering newFunc's plain informer", "type", fmt.Sprintf("%T", obj))
-		inf := newFunc(f.client, f.config.resync(key, f.defaultResync))
+		inf := newFunc(f.client, resync)
 		if f.config.Transform != nil {
 			_ = inf.SetTransform(f.config.Transform) // not started: cannot fail
 		}
@@ -164,11 +184,16 @@ func (f *SharedInformerFactory[I]) FreshInformerFor(obj runtime.Object) (I, erro
 
 // ForResource returns a generic informer for gvr, an I like the typed ones
 // (and the same one, if the type's informer exists). A resource outside
-// the factory's that the built-in client-go serves (see the type's doc)
-// gets the embedded client-go factory's informer.
+// the factory's table that the built-in client-go serves gets one too,
+// made as InformerFor makes it from client-go's own informer of gvr; its
+// type is found in client-go's scheme by the rule schemeObjectOf states.
+// If that fails, it is the embedded client-go factory's plain informer.
 func (f *SharedInformerFactory[I]) ForResource(gvr schema.GroupVersionResource) (clientgoinformers.GenericInformer, error) {
 	t, ok := objectTypeOf(gvr)
 	if !ok {
+		if generic, ok := f.newerForResource(gvr); ok {
+			return generic, nil
+		}
 		if f.newerGroups != nil {
 			if generic, err := f.newerGroups.ForResource(gvr); err == nil {
 				return generic, nil
@@ -182,6 +207,21 @@ func (f *SharedInformerFactory[I]) ForResource(gvr schema.GroupVersionResource) 
 		return nil, err
 	}
 	return genericInformer{informer: inf, resource: gvr.GroupResource()}, nil
+}
+
+// newerForResource returns the informer of gvr, a resource outside the
+// table, through InformerFor with client-go's own newFunc of it; ok is
+// false if client-go's scheme or factory does not know gvr.
+func (f *SharedInformerFactory[I]) newerForResource(gvr schema.GroupVersionResource) (clientgoinformers.GenericInformer, bool) {
+	obj, ok := schemeObjectOf(gvr)
+	if !ok {
+		return nil, false
+	}
+	newFunc := f.genericNewFunc(gvr)
+	if newFunc(f.client, 0) == nil { // client-go's factory does not serve it
+		return nil, false
+	}
+	return genericInformer{informer: f.InformerFor(obj, newFunc), resource: gvr.GroupResource()}, true
 }
 
 // Start starts every informer made so far that is not running yet.
@@ -246,8 +286,12 @@ func (f *SharedInformerFactory[I]) WaitForFreshnessAll(ctx context.Context, rvs 
 	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) (I, bool) {
 		t, ok := objectTypeOf(gvr)
 		if !ok {
-			var zero I
-			return zero, false
+			obj, newer := schemeObjectOf(gvr)
+			if !newer {
+				var zero I
+				return zero, false
+			}
+			t = reflect.TypeOf(obj)
 		}
 		return f.set.startedOne(t)
 	})

@@ -4,13 +4,20 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshtest"
 )
 
 // newerGroupNames are the API group accessors of client-go's factory
@@ -74,39 +81,143 @@ func TestNewerGroupsAreStartedAndSynced(t *testing.T) {
 	}
 }
 
-// A resource this client-go serves but the factory's own accessors do not
-// know (added after the lowest supported client-go, or dropped by a newer
-// one) is client-go's informer, without freshness, from ForResource as
-// from the group accessors; Start and WaitForCacheSync cover it.
-func TestResourcesOutsideTheFloorArePlain(t *testing.T) {
-	candidates := []schema.GroupVersionResource{
-		{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictionrequests"}, // client-go 0.37 added it
-		{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "workloads"},       // client-go 0.37 removed it
-	}
-	f := cache.NewSharedInformerFactory(fake.NewClientset(), 0)
-	checked := 0
-	for _, gvr := range candidates {
+// outsideCandidates are resources client-go serves on only some supported
+// versions, so outside the factory's table: each test uses those the
+// linked client-go serves.
+var outsideCandidates = []schema.GroupVersionResource{
+	{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictionrequests"}, // client-go 0.37 added it
+	{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "workloads"},       // client-go 0.37 removed it
+}
+
+// served returns the candidates this client-go serves, failing the test if
+// none is.
+func served(t *testing.T) []schema.GroupVersionResource {
+	t.Helper()
+	var out []schema.GroupVersionResource
+	for _, gvr := range outsideCandidates {
 		if !scheme.Scheme.IsVersionRegistered(gvr.GroupVersion()) {
 			t.Logf("%v: this client-go does not serve it", gvr)
 			continue
+		}
+		out = append(out, gvr)
+	}
+	if len(out) == 0 {
+		t.Fatal("no candidate is served by this client-go: update the candidates")
+	}
+	return out
+}
+
+// newObject returns an object of gvr's kind (its one kind whose guessed
+// plural is the resource) named name in namespace ns.
+func newObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string) runtime.Object {
+	t.Helper()
+	for kind := range scheme.Scheme.KnownTypes(gvr.GroupVersion()) {
+		gvk := gvr.GroupVersion().WithKind(kind)
+		if plural, _ := meta.UnsafeGuessKindToResource(gvk); plural != gvr {
+			continue
+		}
+		obj, err := scheme.Scheme.New(gvk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetNamespace(ns)
+		m.SetName(name)
+		return obj
+	}
+	t.Fatalf("no kind of %v", gvr)
+	return nil
+}
+
+// A resource this client-go serves but the factory's table does not have
+// (added after the lowest supported client-go, or dropped by a newer one)
+// is a FreshInformer from ForResource and InformerFor alike, and lists,
+// watches and waits on the fake clientset.
+func TestResourcesOutsideTheFloorAreFresh(t *testing.T) {
+	client := freshtest.NewClientset()
+	f := cache.NewSharedInformerFactory(client, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer func() { cancel(); f.Shutdown() }()
+	gvrs := served(t)
+	infs := map[schema.GroupVersionResource]*cache.FreshInformer{}
+	for _, gvr := range gvrs {
+		if _, err := client.Invokes(k8stesting.NewCreateAction(gvr, "ns", newObject(t, gvr, "ns", "before")), nil); err != nil {
+			t.Fatal(err)
 		}
 		generic, err := f.ForResource(gvr)
 		if err != nil {
 			t.Fatalf("ForResource(%v): %v", gvr, err)
 		}
-		if _, ok := cache.FreshInformerOf(generic.Informer()); ok {
-			t.Fatalf("ForResource(%v) is a FreshInformer: the factory's table has it, update this test", gvr)
+		inf, ok := cache.FreshInformerOf(generic.Informer())
+		if !ok {
+			t.Fatalf("ForResource(%v) is not a FreshInformer", gvr)
 		}
-		checked++
+		if inf.Resource() != gvr.GroupResource() {
+			t.Fatalf("ForResource(%v) lists %v", gvr, inf.Resource())
+		}
+		again := f.InformerFor(newObject(t, gvr, "", ""), func(kubernetes.Interface, time.Duration) toolscache.SharedIndexInformer {
+			t.Fatal("InformerFor made a second informer of the type")
+			return nil
+		})
+		if again != generic.Informer() {
+			t.Fatalf("InformerFor(%v's type) is another informer", gvr)
+		}
+		infs[gvr] = inf
 	}
-	if checked == 0 {
-		t.Fatal("no candidate is served by this client-go: update the candidates")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
 	f.Start(ctx.Done())
-	synced := f.WaitForCacheSync(ctx.Done())
-	if len(synced) != checked {
-		t.Fatalf("WaitForCacheSync reported %v, %d were made", synced, checked)
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("%v did not sync", typ)
+		}
+	}
+	for _, gvr := range gvrs {
+		generic, _ := f.ForResource(gvr)
+		if _, err := generic.Lister().ByNamespace("ns").Get("before"); err != nil {
+			t.Fatalf("%v: the listed object is not in the cache: %v", gvr, err)
+		}
+		created, err := client.Invokes(k8stesting.NewCreateAction(gvr, "ns", newObject(t, gvr, "ns", "after")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := meta.Accessor(created)
+		if err := f.WaitForFreshness(ctx, gvr, m.GetResourceVersion()); err != nil {
+			t.Fatalf("%v: %v", gvr, err)
+		}
+		if _, err := generic.Lister().ByNamespace("ns").Get("after"); err != nil {
+			t.Fatalf("%v: fresh at %s but the watched object is not in the cache: %v", gvr, m.GetResourceVersion(), err)
+		}
+		if got := infs[gvr].LastObservedResourceVersion(); got == "" {
+			t.Fatalf("%v: no observed resource version", gvr)
+		}
+	}
+}
+
+// Through the group accessors a client-go serves (0.36's
+// Scheduling().V1alpha2(), reached by name since 0.37 has no such method),
+// the informers are FreshInformers too, with the accessor's scope.
+func TestGroupAccessorsOutsideTheFloorAreFresh(t *testing.T) {
+	f := cache.NewSharedInformerFactory(fake.NewClientset(), 0, cache.WithNamespace("ns"))
+	versions := reflect.ValueOf(f.Scheduling())
+	v1alpha2, ok := method(versions, "V1alpha2")
+	if !ok {
+		t.Skip("this client-go has no scheduling.k8s.io/v1alpha2")
+	}
+	workloads, ok := method(v1alpha2.Call(nil)[0], "Workloads")
+	if !ok {
+		t.Skip("this client-go has no scheduling.k8s.io/v1alpha2 workloads")
+	}
+	informer, _ := method(workloads.Call(nil)[0], "Informer")
+	inf, ok := cache.FreshInformerOf(informer.Call(nil)[0].Interface().(toolscache.SharedIndexInformer))
+	if !ok {
+		t.Fatal("Scheduling().V1alpha2().Workloads().Informer() is not a FreshInformer")
+	}
+	if want := (schema.GroupResource{Group: "scheduling.k8s.io", Resource: "workloads"}); inf.Resource() != want {
+		t.Fatalf("lists %v, want %v", inf.Resource(), want)
+	}
+	if _, ok := inf.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
+		t.Fatal("the accessor's namespace index is missing")
 	}
 }
