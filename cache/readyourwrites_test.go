@@ -92,8 +92,10 @@ func TestReadYourWritesRecreatedOwnerDoesNotWait(t *testing.T) {
 }
 
 func TestReadYourWritesDeletes(t *testing.T) {
+	// The quiet-resource probe is off: it would ask the server once a wait
+	// made no progress for its delay, and the delete's own wait is tested.
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1"), withUID(cm("late", "6"), "l1")}},
-		WithResource(configMapsResource))
+		WithResource(configMapsResource), WithQuietProbeDelay(-1))
 	ryw := NewReadYourWrites(InformerMap{configMapsResource: inf}, 0)
 	o := owner("p", "1")
 
@@ -111,12 +113,17 @@ func TestReadYourWritesDeletes(t *testing.T) {
 	// The delete event has not arrived: EnsureFresh waits for it, without
 	// asking the server for anything.
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("late", ""), "l1"))
+	lw.mu.Lock()
 	lists := len(lw.listCalls)
+	lw.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- ryw.EnsureFresh(context.Background(), o) }()
 	for inf.Stats().PendingWaiters == 0 { // waiting for the next change
 		time.Sleep(time.Millisecond)
 	}
+	// The event comes later than the default probe delay, as it did on a
+	// loaded machine (issue 21: with the probe on, the test then failed).
+	time.Sleep(2 * DefaultQuietProbeDelay)
 	w.Delete(withUID(cm("late", "19"), "l1"))
 	if err := <-done; err != nil {
 		t.Fatal(err)
