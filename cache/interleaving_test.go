@@ -25,8 +25,21 @@ func TestRandomInterleavings(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		for round := range 3 {
 			rng := rand.New(rand.NewPCG(seed, uint64(round)+uint64(mode)<<8))
-			runInterleaving(t, mode, rng)
+			runInterleaving(t, mode, rng, false)
 		}
+	})
+}
+
+// TestRandomInterleavingsWithStalledReader runs a script while the
+// informer's Reflector stops reading its watch until the watch's buffer is
+// full, as a starved one did on a loaded machine (issue 21: the script
+// outran it by the fake watch's 100 events, which panics, and the whole
+// package failed).
+func TestRandomInterleavingsWithStalledReader(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		runInterleaving(t, mode, rand.New(rand.NewPCG(seed, uint64(mode))), true)
 	})
 }
 
@@ -36,7 +49,10 @@ type scriptedEvent struct {
 	deleted bool
 }
 
-func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand) {
+// runInterleaving runs one random script. With stall, the informer's
+// Reflector stops at the first object it reads until the watch's buffer is
+// full.
+func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand, stall bool) {
 	slow := toolscache.Indexers{"slow": func(any) ([]string, error) {
 		if rand.IntN(20) == 0 {
 			time.Sleep(time.Millisecond)
@@ -45,8 +61,23 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand) {
 	}}
 	lw := newScriptedLW(t, mode, listResponse{rv: "1"})
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow)
+	var w *watch.RaceFreeFakeWatcher // set before the first event is sent
+	if stall {
+		var once sync.Once
+		// The transform runs on the Reflector's goroutine, as it reads.
+		if err := inf.SetTransform(func(obj any) (any, error) {
+			once.Do(func() {
+				if !waitFull(w) {
+					t.Error("the watch's buffer never filled while the Reflector stalled")
+				}
+			})
+			return obj, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stop := runInformer(t, inf)
-	w := lw.nextWatcher()
+	w = lw.nextWatcher()
 	waitSynced(t, inf)
 
 	// The script: RVs 2..n, each an event on one of a few keys or a bookmark.
@@ -84,6 +115,7 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand) {
 	present := map[string]bool{}
 	for _, e := range script {
 		rv := strconv.FormatUint(e.rv, 10)
+		waitRoom(t, w)
 		switch {
 		case e.key == "":
 			w.Action(watch.Bookmark, bookmark(rv))
@@ -106,6 +138,31 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand) {
 		t.Error(err)
 	}
 	stop()
+}
+
+// waitRoom waits until w can take one more event: a RaceFreeFakeWatcher
+// holds 100 and panics when full, and the informer reading it may fall that
+// far behind (its Reflector starved on a loaded machine, say). Only the
+// caller sends on w.
+func waitRoom(t *testing.T, w *watch.RaceFreeFakeWatcher) {
+	t.Helper()
+	ch := w.ResultChan()
+	for deadline := time.Now().Add(10 * time.Second); len(ch) == cap(ch); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer read nothing from its watch for 10s")
+		}
+	}
+}
+
+// waitFull waits (10 s at most) until w's buffer is full.
+func waitFull(w *watch.RaceFreeFakeWatcher) bool {
+	ch := w.ResultChan()
+	for deadline := time.Now().Add(10 * time.Second); len(ch) < cap(ch); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkFreshAt verifies that the indexer reflects every scripted event at or
