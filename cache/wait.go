@@ -113,42 +113,29 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 
 // afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
 // counted as a pending wait (so that a quiet resource is probed for it)
-// until it runs or is stopped, and held back while a restore verification
-// probe is in flight, as WaitForFreshness is: the cache may have "reached"
-// rv only on a history the server has lost.
+// until it runs or is stopped. Like WaitForFreshness, it is held back while
+// a restore check is in flight (the check suspends the tracker): the cache
+// may have "reached" rv only on a history the server has lost.
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
-	c := &afterFreshCall{f: f, target: target, fn: fn}
+	c := &afterFreshCall{f: f, fn: fn}
 	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true
 		f.joinWait()
 	}
-	c.park()
+	c.stopTracker = f.tracker.AfterFuncCancelable(target, c.fire) // may fire at once
 	return c.stop
 }
 
 // afterFreshCall is one AfterFreshness callback. Its mutex makes firing
 // and stopping exclusive: exactly one of them wins.
 type afterFreshCall struct {
-	f      *FreshInformer
-	target freshness.RV
-	fn     func(error)
-	joined bool // counted in the quiet probe's waiters
+	f           *FreshInformer
+	fn          func(error)
+	joined      bool        // counted in the quiet probe's waiters
+	stopTracker func() bool // set before stop is handed out
 
-	mu          sync.Mutex  // guards ended and stopTracker; taken before quietProbe.mu (end leaves the probe's waiters)
-	ended       bool        // fired or stopped
-	stopTracker func() bool // the current tracker callback's stop
-}
-
-// park (re)arms the tracker callback. The tracker may call fire at once.
-func (c *afterFreshCall) park() {
-	stop := c.f.tracker.AfterFuncCancelable(c.target, c.fire)
-	c.mu.Lock()
-	c.stopTracker = stop
-	ended := c.ended
-	c.mu.Unlock()
-	if ended { // stopped while a probe ran
-		stop()
-	}
+	mu    sync.Mutex // guards ended; taken before quietProbe.mu (end leaves the probe's waiters)
+	ended bool       // fired or stopped
 }
 
 func (c *afterFreshCall) fire(err error) {
@@ -158,15 +145,10 @@ func (c *afterFreshCall) fire(err error) {
 }
 
 func (c *afterFreshCall) stop() bool {
-	c.mu.Lock()
-	stopTracker := c.stopTracker
-	c.mu.Unlock()
 	if !c.end() {
 		return false
 	}
-	if stopTracker != nil {
-		stopTracker()
-	}
+	c.stopTracker()
 	return true
 }
 
