@@ -254,9 +254,10 @@ func (f *FreshInformer) delete(obj any) error {
 // replaceAll applies a list: the indexer holds exactly the listed objects
 // afterwards, handlers hear of deletions first, then of additions and
 // updates, as with client-go's informer. A list is the server's state and is
-// applied whole; if it moves keys back to older states than cached, or is
-// itself older than the cache, that is declared as a regression (once per
-// list) unless the Guard already declared it.
+// applied whole; if it moves keys back to older states than cached (a
+// deleted key brought back included), or is itself older than the cache,
+// that is declared as a regression (once per list) unless the Guard already
+// declared it.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialList bool) error {
 	type change struct{ old, new any }
 	changes := make([]change, 0, len(info.Objects))
@@ -264,6 +265,12 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	var back listRegression
 	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
 	checkWrites := f.written.len() > 0 && listErr == nil
+	// Where the cache stood: it applied every event up to there (none to
+	// trust in plain mode, or while a declared restore waits for this list).
+	var reached freshness.RV
+	if !f.incomparable.Load() && !f.restoring {
+		reached = f.tracker.Current()
+	}
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -274,6 +281,12 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 		changes = append(changes, change{old: old, new: obj})
 		switch {
 		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
+			back.add(key, &back.keys)
+		case old == nil && passed(resourceVersion(obj), reached):
+			// Not cached, at a state the cache had passed: the cache
+			// applied that state's event, so it applied the key's deletion
+			// too, and the list brings the key back (etcd restored, with a
+			// bumped revision, to before the deletion).
 			back.add(key, &back.keys)
 		case checkWrites && f.written.lost(key, resourceVersion(obj), listRV):
 			back.add(key, &back.lostWrites)
@@ -442,6 +455,13 @@ func (f *FreshInformer) markIncomparable(err error) {
 		f.tracker.SetIncomparable(err)
 		f.recent.reset()
 	}
+}
+
+// passed reports whether rv is comparable and not newer than reached (none
+// when zero).
+func passed(rv string, reached freshness.RV) bool {
+	in, err := freshness.ParseRV(rv)
+	return err == nil && !reached.IsZero() && in.Compare(reached) <= 0
 }
 
 // olderQuiet reports whether rv is older than cachedRV, both comparable.
