@@ -161,9 +161,11 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	f.unstamped(newRVs, newErr)
 	if !exists {
 		// Nothing cached to compare with, but a stream's resource versions
-		// only grow: an add older than what the cache applied is out of
-		// order (an object deleted since would come back to life).
-		if f.behindStream(newRV, newErr) {
+		// only grow and every event has one of its own: an add not newer
+		// than what the cache applied is a replay (an object deleted since
+		// would come back to life; its deletion may have been malformed, so
+		// that freshness stayed at the add's own resource version).
+		if f.notNewerThanStream(newRV, newErr) {
 			f.reject("add", obj, newRVs, f.tracker.Current().String())
 			return nil
 		}
@@ -219,7 +221,13 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
-	if !exists && !isTombstone && delErr == nil && !f.incomparable.Load() && f.tracker.Compare(delRV) >= 0 {
+	if exists && !isTombstone && f.behindStream(delRV, delErr) {
+		// Out of order whatever the cached state, which may be malformed
+		// and so not comparable with it: a replay of an older deletion.
+		f.reject("delete", obj, delRVs, f.tracker.Current().String())
+		return nil
+	}
+	if !exists && !isTombstone && f.notNewerThanStream(delRV, delErr) {
 		// The key is gone already; a deletion not newer than the stream
 		// (every event has a revision of its own) is a duplicate or a
 		// replay of one that handlers have heard of.
@@ -330,6 +338,13 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 // whether or not its key is cached.
 func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
 	return err == nil && !f.incomparable.Load() && f.tracker.Compare(rv) > 0
+}
+
+// notNewerThanStream reports whether an event at rv is not newer than what
+// the cache applied. For a key the cache does not hold, that is a replay or
+// a duplicate: every event has a resource version of its own.
+func (f *FreshInformer) notNewerThanStream(rv freshness.RV, err error) bool {
+	return err == nil && !f.incomparable.Load() && f.tracker.Compare(rv) >= 0
 }
 
 // observeEvent advances freshness to an applied event's or bookmark's

@@ -47,6 +47,68 @@ func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
 	})
 }
 
+// The other way a duplicate DELETED reached handlers in a soak of the fault
+// suite with the duplicates and malformed kinds (-fault.kinds=duplicates,
+// malformed -fault.first=9000 -fault.seeds=480; seed 9013: "delete of k01 at
+// 113, already deleted at 107"): the cached object's resource version is
+// malformed, so a replayed older DELETED cannot be compared with it and was
+// applied; the key's real deletion then reached handlers a second time. A
+// stream's resource versions only grow: a deletion behind what the cache
+// applied is out of order, whatever the cached object says.
+func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
+		rec := newRecorder()
+		if _, err := inf.AddEventHandler(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, 1)
+		w.Modify(cm("a", "m3")) // cached, but its resource version cannot be ordered
+		w.Add(cm("b", "4"))
+		w.Delete(cm("a", "2")) // replayed: behind the stream
+		w.Delete(cm("a", "5")) // the real deletion
+		w.Add(cm("c", "6"))
+		waitFresh(t, inf, "6")
+		want := []string{"add a@1 initial=true", "update a@1->m3", "add b@4 initial=false", "delete a@5", "add c@6 initial=false"}
+		if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
+		if n := inf.Stats().OutOfOrderRejected; n != 1 {
+			t.Fatalf("OutOfOrderRejected = %d, want 1 (the replayed delete)", n)
+		}
+	})
+}
+
+// The same soak (seeds 9325, 9339): a malformed DELETED removes a key
+// without moving freshness, so a replay of the key's last event, at the
+// very resource version the cache stands at, found no key and brought it
+// back: handlers heard of an add older than the deletion, and waits
+// returned with the deleted key cached. An event not newer than the
+// stream, for a key the cache does not hold, is a replay, as for
+// deletions.
+func TestReplayAfterMalformedDeleteDoesNotBringKeyBack(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
+		rec := newRecorder()
+		if _, err := inf.AddEventHandler(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitFor(t, 1)
+		w.Modify(cm("a", "3"))
+		w.Delete(cm("a", "m4")) // applied; freshness stays at 3
+		w.Modify(cm("a", "3"))  // replayed
+		w.Add(cm("b", "5"))
+		waitFresh(t, inf, "5")
+		if got := cached(inf, "a"); got != "" {
+			t.Fatalf("a is cached at %s after its deletion", got)
+		}
+		want := []string{"add a@1 initial=true", "update a@1->3", "delete a@m4", "add b@5 initial=false"}
+		if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
+	})
+}
+
 // TestModelDuplicateMalformedDelete replays the fault suite's path through
 // the model server itself, with seed 9190's client-go gates: with every
 // event mangled and duplicated, one deletion reaches a handler once.
