@@ -77,6 +77,11 @@ type Options struct {
 	// the informer probes the server (see WithQuietProbeDelay). Zero:
 	// DefaultQuietProbeDelay; negative: off.
 	QuietProbeDelay time.Duration
+	// SnapshotProbeLimit is the largest informer, in cached objects, that
+	// a probe proves fresh from a consistent list compared key by key with
+	// the cache (see WithSnapshotProbeLimit). Zero:
+	// DefaultSnapshotProbeLimit; negative: off.
+	SnapshotProbeLimit int
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or

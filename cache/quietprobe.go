@@ -46,8 +46,10 @@ const (
 )
 
 // WithQuietProbeDelay sets how long pending waits must see no progress on
-// the informer's stream before the informer probes the server
-// (DefaultQuietProbeDelay when zero). A negative delay turns probing off:
+// the informer's stream before the informer probes the server, on both
+// routes (when zero: DefaultSnapshotProbeDelay for an informer small enough
+// for the snapshot route, DefaultQuietProbeDelay otherwise). A negative
+// delay turns probing off:
 // waits on quiet resources then last until the next bookmark (about a
 // minute), and Sync is as slow.
 func WithQuietProbeDelay(d time.Duration) Option {
@@ -69,18 +71,30 @@ type ProbeStats struct {
 	// because the resource gets no bookmarks (no watch cache) or the
 	// auxiliary watch found the applied resource version compacted.
 	Relists uint64
+	// Snapshots counts the snapshots (consistent lists of the informer's
+	// objects) that probes and Sync compared with the cache, and
+	// SnapshotMatches those that held exactly the cached state, so that
+	// the applied resource version moved to theirs.
+	Snapshots, SnapshotMatches uint64
+	// BehindSnapshot counts the events the informer's stream delivered
+	// after a snapshot had moved the applied resource version past them:
+	// changes to keys created and deleted again before the snapshot,
+	// which the cache never holds but handlers hear of.
+	BehindSnapshot uint64
 }
 
 // ProbeStats returns the informer's probe counters.
 func (f *FreshInformer) ProbeStats() ProbeStats {
 	p := &f.quiet
-	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: p.advances.Load(), Relists: p.relists.Load()}
+	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: p.advances.Load(), Relists: p.relists.Load(),
+		Snapshots: p.snapshots.Load(), SnapshotMatches: p.snapshotMatches.Load(), BehindSnapshot: p.behindSnapshot.Load()}
 }
 
 // quietProbe is one informer's probe state. Its mutex guards the fields
 // below it; the tracker's lock is never taken under it except by Current.
 type quietProbe struct {
-	probes, requests, advances, relists atomic.Uint64
+	probes, requests, advances, relists        atomic.Uint64
+	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
 	runner                              probe.Runner // the probe in flight; its lock is taken under mu
 
 	mu          sync.Mutex
