@@ -95,7 +95,7 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 type quietProbe struct {
 	probes, requests, advances, relists        atomic.Uint64
 	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
-	runner                              probe.Runner // the probe in flight; its lock is taken under mu
+	runner                                     probe.Runner // the probe in flight; its lock is taken under mu
 
 	mu          sync.Mutex
 	waiters     int          // waits in their slow path
