@@ -159,6 +159,9 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	newRVs := resourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
 	f.unstamped(newRVs, newErr)
+	if f.zoneEvent(handlers.Update, obj, newRV, newErr) {
+		return nil
+	}
 	if !exists {
 		// Nothing cached to compare with, but a stream's resource versions
 		// only grow and every event has one of its own: an add not newer
@@ -172,6 +175,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
+		f.cachedKeys.Add(1)
 		if newErr == nil {
 			f.observeEvent(newRV)
 		}
@@ -214,6 +218,9 @@ func (f *FreshInformer) delete(obj any) error {
 	delRV, delErr := freshness.ParseRV(delRVs)
 	if !isTombstone {
 		f.unstamped(delRVs, delErr)
+		if f.zoneEvent(handlers.Delete, obj, delRV, delErr) {
+			return nil
+		}
 	}
 	if exists && obj != nil {
 		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
@@ -251,6 +258,9 @@ func (f *FreshInformer) delete(obj any) error {
 	}
 	if err := f.indexer.Delete(obj); err != nil {
 		return err
+	}
+	if exists {
+		f.cachedKeys.Add(-1)
 	}
 	if !isTombstone && delErr == nil { // a tombstone's state is not the deletion's resource version
 		f.observeEvent(delRV)
@@ -311,6 +321,9 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
+	f.cachedKeys.Store(int64(len(listed)))
+	// The list is the state at its resource version: no zone behind it.
+	f.endZone()
 	slices.Sort(back.sample) // a watch-list's objects come in no set order
 	f.observeList(info.ResourceVersion, back)
 	if len(f.declare) > 0 && f.declareBarrier == nil {
@@ -358,6 +371,7 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // declared restore waits for its relist, only that list moves it.
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
+	f.streamAt(rv)
 	if f.incomparable.Load() && f.startOnEvent {
 		// The first comparable resource version after a list at "0":
 		// the stream is comparable from here on.
@@ -417,6 +431,7 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		return
 	}
 	f.startOnEvent = false
+	f.zone.stream = rv
 	declared := f.guard.TakeDeclared(s)
 	wasIncomparable := f.incomparable.Swap(false)
 	var prev freshness.RV // what the cache had applied; none in plain mode
@@ -457,6 +472,7 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	}
 	f.restoring = false
 	f.recent.reset()
+	f.endOutageLocked() // the list is the server's own state
 }
 
 // markIncomparable switches the informer to plain mode until a list's

@@ -50,13 +50,16 @@
 //   - a bookmark's RV, once every event in front of it on the stream has been
 //     applied (the queue is FIFO, so that is when the bookmark is reached);
 //   - a list's RV, once the whole list has replaced the indexer;
-//   - an RV the quiet-resource probe proved the stream holds nothing below.
+//   - an RV the quiet-resource probe proved the stream holds nothing below,
+//     or a snapshot's RV when the cache holds exactly that snapshot's state.
 //
 // It never moves back, with one exception: a declared regression (the server
 // went back in time, see below) resets it to the accepted list's RV, or, when
 // a restore check proves the server is behind, to none until the relist is
-// applied. While a restore check is in flight, or a list's regression waits
-// to be declared, the tracker is suspended (freshness.Tracker.Suspend): no
+// applied. While a restore check is in flight, a list's regression waits to
+// be declared, or a list or watch request has failed and no consistent read
+// or list has answered since (an outage: the server may come back from a
+// restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
 // wait is told "fresh" until the question is settled.
 //
 // The guard's floor is the highest RV the queue has delivered (or a probe
@@ -80,9 +83,30 @@
 // An informer's applied RV moves with its own stream. On a resource nothing
 // writes, the next bookmark comes about a minute later, so a wait for an RV
 // returned by a write to another resource would take that long. When waits
-// have made no progress for the probe delay (WithQuietProbeDelay), the
-// informer proves, with the server, that its stream holds nothing more up
-// to a newer RV, and moves the tracker there:
+// have made no progress for the probe delay, the informer proves freshness
+// with the server, by one of two routes (quietprobe.go, snapshot.go).
+//
+// The snapshot route, for informers of up to WithSnapshotProbeLimit objects
+// (DefaultSnapshotProbeLimit), after DefaultSnapshotProbeDelay: one
+// consistent list through the informer's ListerWatcher (same namespace and
+// selectors; served from the apiserver's watch cache on Kubernetes 1.31+,
+// from etcd for resources without one), of at most one object more than
+// the cache holds, compared key by key with the cache under applyMu. Every
+// write gives its object an RV of its own, so if the list holds exactly
+// the cached keys at the cached RVs, the cache holds the state at the
+// list's RV L, and the tracker and the guard's floor move to L: one round
+// trip. Any difference proves nothing, and the bookmark route follows,
+// reusing L. What a snapshot cannot show: a key created and deleted between
+// the applied RV and L is in neither, yet its events are still on the
+// informer's stream. Those events (RVs above what the stream delivered and
+// up to L) are not faults: the indexer, which already holds a newer state,
+// is left alone, and handlers hear of them as client-go's informer would
+// tell them (add, update, delete, in order; a key whose deletion the
+// stream skips, because its watch resumed past L, leaves with a tombstone
+// once the stream passes L). ProbeStats.BehindSnapshot counts them. Sync
+// takes the same route: on a small informer it is that one list.
+//
+// The bookmark route, for larger informers, after DefaultQuietProbeDelay:
 //
 //  1. A consistent list with limit=1 through the informer's ListerWatcher
 //     gives the server's current RV R (a quorum read; on Kubernetes 1.31+ it
@@ -99,11 +123,17 @@
 //     moves past events that are already in the indexer: guarantee 1 holds.
 //
 // Resources the apiserver serves without a watch cache never get bookmarks.
-// There the proof comes through the informer's own stream instead: its
-// watch is ended and its Reflector relists, and the list's RV, at least R,
-// becomes the applied one in stream order. Cost: nothing while no wait is
-// pending (no goroutine, no timer); while waits are pending, one timer per
-// informer, and at most one probe at a time however many callers wait.
+// There, above the snapshot limit, the proof comes through the informer's
+// own stream instead: its watch is ended and its Reflector relists, and the
+// list's RV, at least R, becomes the applied one in stream order. Cost:
+// nothing while no wait is pending (no goroutine, no timer); while waits
+// are pending, one timer per informer, and at most one probe at a time
+// however many callers wait.
+//
+// The restore check (restorecheck.go) reads the same snapshot, of up to the
+// snapshot limit's objects: a key listed at an RV up to the applied one that
+// the cache does not hold at that RV shows the server's history went back,
+// even when new writes have carried a restored server past the floor.
 //
 // # Glossary
 //

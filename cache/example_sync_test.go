@@ -21,14 +21,18 @@ import (
 // from toolscache.NewListWatchFromClient.
 func ExampleFreshInformer_Sync() {
 	server := watch.NewFake() // stands in for the API server's watch stream
-	var serverRV atomic.Value
-	serverRV.Store("100")
+	var state atomic.Pointer[corev1.ConfigMapList]
+	var watching atomic.Bool
+	state.Store(&corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "100"}})
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			// Sync's consistent limit=1 list: the server's current RV.
-			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: serverRV.Load().(string)}}, nil
+			// Sync's consistent list: the server's current state.
+			return state.Load().DeepCopy(), nil
 		},
 		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if !watching.CompareAndSwap(false, true) {
+				return watch.NewFake(), nil // a freshness probe's own watch: silent here
+			}
 			if o.SendInitialEvents != nil && *o.SendInitialEvents {
 				go server.Action(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 					ResourceVersion: "100",
@@ -45,10 +49,11 @@ func ExampleFreshInformer_Sync() {
 	toolscache.WaitForCacheSync(ctx.Done(), informer.HasSynced)
 
 	// Another client changed a ConfigMap at RV 105; its event arrives later.
-	serverRV.Store("105")
+	settings := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings", ResourceVersion: "105"}}
+	state.Store(&corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "105"}, Items: []corev1.ConfigMap{settings}})
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		server.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings", ResourceVersion: "105"}})
+		server.Add(settings.DeepCopy())
 	}()
 
 	syncCtx, done := context.WithTimeout(ctx, 5*time.Second)

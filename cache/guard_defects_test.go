@@ -246,7 +246,7 @@ func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
 	var mu sync.Mutex
 	var seen []error
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil)
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1)) // see startScripted
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		mu.Lock()
 		seen = append(seen, err)

@@ -47,7 +47,12 @@ type FreshInformer struct {
 	processor   *handlers.Processor
 	metrics     InformerMetrics // nil without WithMetrics
 	quietDelay  time.Duration   // WithQuietProbeDelay
-	quiet       quietProbe      // bounded freshness on quiet resources (quietprobe.go)
+	// snapshotLimit is WithSnapshotProbeLimit's; cachedKeys counts the
+	// indexer's keys (kept by apply.go) so that routing a probe costs no
+	// scan of the indexer.
+	snapshotLimit int
+	cachedKeys    atomic.Int64
+	quiet         quietProbe // bounded freshness on quiet resources (quietprobe.go)
 
 	newestMu    sync.Mutex      // guards newestWrite; a leaf
 	newestWrite freshness.RV    // the newest RecordWrite
@@ -57,10 +62,16 @@ type FreshInformer struct {
 	// indexer registration, so a late handler sees a consistent initial
 	// list; it guards the indexer's writes and the fields below. Taken
 	// after mu, before handlers.Processor.mu, Guard.mu and Tracker.mu (doc.go).
-	applyMu      sync.Mutex
-	logger       klog.Logger // set at start; read under applyMu
-	restoring    bool        // a restore was declared: freshness waits for the relist; under applyMu
-	recent       recentRVs   // RVs of recently applied events; under applyMu
+	applyMu   sync.Mutex
+	logger    klog.Logger  // set at start; read under applyMu
+	restoring bool         // a restore was declared: freshness waits for the relist; under applyMu
+	recent    recentRVs    // RVs of recently applied events; under applyMu
+	zone      snapshotZone // the stream behind a snapshot (snapshot.go); under applyMu
+	// outage: a request failed to reach the server, and the tracker is
+	// suspended until a consistent read (or a list) shows the server did
+	// not lose the history the cache applied (restorecheck.go). Under
+	// applyMu.
+	outage       bool
 	incomparable atomic.Bool // the last list's RV cannot be ordered
 	// startOnEvent: the last list was at "0" (a fake source with nothing
 	// in it; API servers never list at "0"), so freshness starts at the
@@ -130,6 +141,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		synced:               make(chan struct{}),
 		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
+		snapshotLimit:        options.SnapshotProbeLimit,
 	}
 	f.restoreChecks = newRestoreChecks(&f.tracker)
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
@@ -140,6 +152,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		AcceptRegressionAfter: options.AcceptRegressionAfter,
 		OnRegression:          options.OnRegression,
 		OnWatchResumed:        f.verifyAfterOutage,
+		OnRequestFailed:       f.beginOutage,
 		Clock:                 options.Clock,
 	})
 	if options.Metrics != nil {

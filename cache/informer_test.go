@@ -26,6 +26,10 @@ import (
 func startScripted(t *testing.T, mode streamMode, first listResponse, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
 	lw := newScriptedLW(t, mode, first)
+	// A script is no server's current state, which the snapshot route
+	// lists: scripted informers probe by bookmark (snapshot_test.go tests
+	// the snapshot route over a model server).
+	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...)
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, opts...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()

@@ -60,7 +60,8 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand, stall bool) 
 		return nil, nil
 	}}
 	lw := newScriptedLW(t, mode, listResponse{rv: "1"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow)
+	// See startScripted for the snapshot limit.
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow, WithSnapshotProbeLimit(-1))
 	var w *watch.RaceFreeFakeWatcher // set before the first event is sent
 	if stall {
 		var once sync.Once

@@ -120,6 +120,9 @@ func auxScript(events ...watch.Event) func(metav1.ListOptions) watch.Interface {
 
 func startQuiet(t *testing.T, lw *quietLW, opts ...Option) (*FreshInformer, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
+	// These tests script the bookmark route (snapshot_test.go tests the
+	// snapshot route).
+	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...)
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()

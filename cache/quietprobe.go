@@ -122,12 +122,17 @@ type stalenessSample struct {
 	rv freshness.RV
 }
 
-// probeDelay is the configured delay; <0 means off.
+// probeDelay is the configured delay, or the default of the route a probe
+// would take now; <0 means off.
 func (f *FreshInformer) probeDelay() time.Duration {
-	if f.quietDelay == 0 {
+	switch {
+	case f.quietDelay != 0:
+		return f.quietDelay
+	case f.snapshotRoute():
+		return DefaultSnapshotProbeDelay
+	default:
 		return DefaultQuietProbeDelay
 	}
-	return f.quietDelay
 }
 
 func (f *FreshInformer) joinWait() {
@@ -246,7 +251,19 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	server, noBookmarks := p.serverRV, p.noBookmarks
 	fresh := f.clock.Since(p.serverRVAt) < serverRVReuse
 	p.mu.Unlock()
-	if !fresh || server.Compare(start) <= 0 {
+	if f.snapshotRoute() {
+		var proved bool
+		var err error
+		if server, proved, err = f.snapshotProbe(ctx, gen); err != nil {
+			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
+			return false
+		}
+		if proved {
+			return false
+		}
+		// The cache differs from the snapshot (the stream has events on
+		// their way, or the informer grew): prove it by a bookmark.
+	} else if !fresh || server.Compare(start) <= 0 {
 		var err error
 		f.quiet.requests.Add(1)
 		if server, err = f.serverResourceVersion(ctx); err != nil {
@@ -310,6 +327,13 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 	if err != nil {
 		return freshness.RV{}, err
 	}
+	f.recordServerRV(sent, rv)
+	return rv, nil
+}
+
+// recordServerRV records rv, from a consistent read sent at sent, as the
+// server's newest known resource version and as a staleness sample.
+func (f *FreshInformer) recordServerRV(sent time.Time, rv freshness.RV) {
 	p := &f.quiet
 	p.mu.Lock()
 	if rv.Compare(p.serverRV) >= 0 {
@@ -317,7 +341,6 @@ func (f *FreshInformer) serverResourceVersion(ctx context.Context) (freshness.RV
 	}
 	p.mu.Unlock()
 	f.addStalenessSample(sent, rv)
-	return rv, nil
 }
 
 // requestRelist has the Reflector relist (see guard.Guard.RequestRelist):

@@ -3,8 +3,11 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/probe"
@@ -68,11 +71,33 @@ func newRestoreChecks(t *freshness.Tracker) *probe.Runner {
 // launchRestoreCheck runs verifyServer unless a check is in flight, in
 // which case one more follows it (a suspicious write came meanwhile).
 func (f *FreshInformer) launchRestoreCheck() {
-	f.restoreChecks.Run(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		defer cancel()
-		f.verifyServer(ctx)
-	}, true)
+	f.restoreChecks.Run(f.checkRestore, true)
+}
+
+// checkRestore runs verifyServer until the server answers, while an
+// outage holds waits back (they must not wait forever on one lost read),
+// or once otherwise.
+func (f *FreshInformer) checkRestore(ctx context.Context) {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		answered := f.verifyServer(rctx)
+		cancel()
+		f.lockApply()
+		if answered {
+			f.endOutageLocked()
+		}
+		retry := !answered && f.outage
+		f.unlockApply()
+		if !retry {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff.Step()):
+		}
+	}
 }
 
 // checkWrite is told of a write's resource version (RecordWrite). A write
@@ -99,41 +124,101 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	}
 }
 
+// beginOutage runs when a list or watch request failed (the Guard's
+// OnRequestFailed): the server may be down or restarting, and the one the
+// informer reaches next may come from an etcd restored without a bumped
+// revision, which hands out again resource versions the cache applied on
+// the history it lost. Until a consistent read (the check the resumed
+// watch starts) or a list shows otherwise, no wait is told "fresh" on the
+// strength of that history. Ordinary watch expiries (410 Gone) do not get
+// here.
+func (f *FreshInformer) beginOutage() {
+	f.lockApply()
+	defer f.unlockApply()
+	if !f.outage && !f.incomparable.Load() {
+		f.outage = true
+		f.tracker.Suspend()
+	}
+}
+
+// endOutageLocked ends an outage's suspension. applyMu is held.
+func (f *FreshInformer) endOutageLocked() {
+	if f.outage {
+		f.outage = false
+		f.tracker.Resume()
+	}
+}
+
 // verifyAfterOutage checks the server once its watch could be started again
 // after failing: a server that was down may come back from a restored etcd
 // without a bumped revision, and a watch resumed from the old resource
 // version would then wait, silently, for the old history to be rewritten.
 // One consistent read tells (a restore is declared as by checkWrite).
 func (f *FreshInformer) verifyAfterOutage() {
-	if !f.incomparable.Load() {
-		f.launchRestoreCheck()
+	if f.incomparable.Load() {
+		f.lockApply()
+		f.endOutageLocked()
+		f.unlockApply()
+		return
 	}
+	f.launchRestoreCheck()
 }
 
-// verifyServer asks the server for its current resource version with a
-// consistent read. Below the floor, the server's history went back: the
-// informer declares it, forgets its freshness (waits block until the
-// relist is applied) and relists from the restored server.
-func (f *FreshInformer) verifyServer(ctx context.Context) {
+// verifyServer asks the server, with a consistent read, whether its
+// history went back: its resource version below the floor, or (from a
+// snapshot of up to the snapshot limit's objects, when that route is on)
+// keys listed at states the cache had passed but does not hold, which new
+// writes on a restored server cannot hide. Either is declared: the
+// informer forgets its freshness (waits block until the relist is
+// applied) and relists from the restored server. It reports whether the
+// server answered.
+func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 	floor := f.guard.Floor()
 	if floor.IsZero() {
-		return
+		return true
 	}
-	got, err := f.ServerResourceVersion(ctx)
+	gen := f.guard.Stats().Regressions
+	var server freshness.RV
+	var back listRegression
+	var err error
+	if limit := f.snapshotLimitOrDefault(); limit >= 0 {
+		var s snapshot
+		if s, err = f.listSnapshot(ctx, int64(max(limit, 1))); err == nil {
+			server = s.rv
+			if server.AtLeast(floor) {
+				_, back = f.applySnapshot(s, gen)
+			}
+		}
+	} else {
+		server, err = f.serverResourceVersion(ctx)
+	}
 	if err != nil {
 		f.logger.V(2).Info("Restore verification probe failed", "err", err)
-		return
+		return false
 	}
-	server, err := freshness.ParseRV(got)
-	if err != nil || server.AtLeast(floor) {
-		return
+	switch {
+	case !server.AtLeast(floor):
+		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{})
+	case back.keys > 0:
+		f.beginRestore(reflector.RegressionKeysWentBack, server, back)
 	}
+	return true
+}
+
+// beginRestore declares that the server's history went back, shown by a
+// read at server, and has the informer start over from the server's state:
+// freshness is forgotten (every wait blocks until the relist is applied).
+func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server freshness.RV, back listRegression) {
+	floor := f.guard.Floor()
 	f.lockApply()
 	f.restoring = true
 	f.recent.reset()
+	f.endZone()
 	f.tracker.Reset(freshness.RV{})
 	f.unlockApply()
-	f.guard.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: got, Floor: floor.String()})
+	slices.Sort(back.sample)
+	f.guard.BeginRestore(reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
+		Keys: back.keys, SampleKeys: back.sample})
 }
 
 // parseInitialFloor validates Options.InitialFloor ("" for none).

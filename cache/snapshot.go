@@ -1,6 +1,19 @@
 package cache
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/reflector"
+)
 
 // The snapshot route of the quiet-resource probe: how it proves freshness
 // is told in the package documentation (doc.go, "Quiet resources").
@@ -31,4 +44,206 @@ const DefaultSnapshotProbeDelay = 20 * time.Millisecond
 // bookmarks.
 func WithSnapshotProbeLimit(n int) Option {
 	return func(o *Options) { o.SnapshotProbeLimit = n }
+}
+
+// snapshotLimitOrDefault is the configured limit; <0 means off.
+func (f *FreshInformer) snapshotLimitOrDefault() int {
+	if f.snapshotLimit == 0 {
+		return DefaultSnapshotProbeLimit
+	}
+	return f.snapshotLimit
+}
+
+// snapshotRoute reports whether the informer is small enough to be proven
+// fresh from a snapshot.
+func (f *FreshInformer) snapshotRoute() bool {
+	limit := f.snapshotLimitOrDefault()
+	return limit >= 0 && f.cachedKeys.Load() <= int64(limit) && f.lw != nil
+}
+
+// snapshot is a consistent list of the informer's objects (its namespace
+// and selectors): the server's state at rv, or its first page.
+type snapshot struct {
+	rv       freshness.RV
+	items    []runtime.Object
+	complete bool // not a first page: every object the informer lists
+}
+
+// listSnapshot reads a snapshot of at most limit objects, and records its
+// resource version as the server's newest known one.
+func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot, error) {
+	f.quiet.requests.Add(1)
+	sent := f.clock.Now()
+	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: limit})
+	if err != nil {
+		return snapshot{}, err
+	}
+	list, err := meta.ListAccessor(obj)
+	if err != nil {
+		return snapshot{}, err
+	}
+	rv, err := freshness.ParseRV(list.GetResourceVersion())
+	if err != nil {
+		return snapshot{}, fmt.Errorf("the server's list resource version: %w", err)
+	}
+	f.recordServerRV(sent, rv)
+	f.quiet.snapshots.Add(1)
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return snapshot{}, err
+	}
+	return snapshot{rv: rv, items: items, complete: list.GetContinue() == ""}, nil
+}
+
+// snapshotProbe proves the cache fresh from a snapshot when it can (see
+// applySnapshot). It returns the snapshot's resource version, the server's
+// current one, and whether the cache is now at least that fresh; keys the
+// snapshot shows went back are declared (a restored server). gen is the
+// guard's regression count when the probe began.
+func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server freshness.RV, proved bool, err error) {
+	// One more object than cached: a longer list cannot match.
+	s, err := f.listSnapshot(ctx, f.cachedKeys.Load()+1)
+	if err != nil {
+		return freshness.RV{}, false, err
+	}
+	proved, back := f.applySnapshot(s, gen)
+	if back.keys > 0 {
+		f.beginRestore(reflector.RegressionKeysWentBack, s.rv, back)
+	}
+	return s.rv, proved, nil
+}
+
+// applySnapshot compares a snapshot with the cache, which holds the state
+// at the applied resource version A. Every write gives its object a
+// resource version of its own, so:
+//
+//   - if the snapshot holds exactly the cached keys at the cached resource
+//     versions, the cache holds the state at the snapshot's resource
+//     version, and the applied one moves there (proved). Events in between
+//     can only concern keys created and deleted again before the snapshot:
+//     the stream still delivers them, to handlers but not to the indexer
+//     (zoneEvent);
+//   - a key listed at a resource version up to A that the cache does not
+//     hold at that resource version shows the server's history went back
+//     (the cache applied every event up to A, so it would hold that state):
+//     such keys are returned, for the caller to declare;
+//   - anything else proves nothing.
+//
+// A snapshot older than A proves nothing either (the restore check
+// compares its resource version with the floor). gen is the guard's
+// regression count when the snapshot was asked for: a regression declared
+// since voids it.
+func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back listRegression) {
+	f.lockApply()
+	defer f.unlockApply()
+	cur := f.tracker.Current()
+	if f.incomparable.Load() || f.restoring || cur.IsZero() || f.guard.Stats().Regressions != gen {
+		return false, back
+	}
+	if s.rv.Compare(cur) <= 0 {
+		return true, back // already that fresh
+	}
+	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
+	for _, item := range s.items {
+		key, err := toolscache.MetaNamespaceKeyFunc(item)
+		if err != nil {
+			return false, listRegression{}
+		}
+		listed, err := freshness.ParseRV(resourceVersion(item))
+		if err != nil {
+			return false, listRegression{}
+		}
+		obj, ok, _ := f.indexer.GetByKey(key)
+		var cachedRV freshness.RV
+		if ok {
+			if cachedRV, err = freshness.ParseRV(resourceVersion(obj)); err != nil {
+				same = false // a malformed cached state: neither proof
+				continue
+			}
+		}
+		if ok && cachedRV.Compare(listed) == 0 {
+			continue
+		}
+		same = false
+		if listed.Compare(cur) <= 0 {
+			back.add(key, &back.keys)
+		}
+	}
+	if !same || back.keys > 0 {
+		return false, back
+	}
+	f.quiet.snapshotMatches.Add(1)
+	f.quiet.advances.Add(1)
+	f.zone.end = s.rv
+	f.guard.Advance(s.rv, gen)
+	f.tracker.Advance(s.rv)
+	return true, back
+}
+
+// snapshotZone is the stretch of the informer's stream that a snapshot
+// moved the applied resource version past: events in (stream, end] change
+// keys created and deleted again before the snapshot. Under applyMu.
+type snapshotZone struct {
+	stream freshness.RV   // the newest resource version the stream delivered
+	end    freshness.RV   // the snapshot's; zero when the stream is past it
+	ghosts map[string]any // zone keys' newest states, for handlers' old objects
+}
+
+// streamAt records that the stream delivered rv (an event, a bookmark, a
+// list), ending the zone once it is past the snapshot. applyMu is held.
+func (f *FreshInformer) streamAt(rv freshness.RV) {
+	z := &f.zone
+	if rv.Compare(z.stream) > 0 {
+		z.stream = rv
+	}
+	if !z.end.IsZero() && z.stream.Compare(z.end) >= 0 {
+		f.endZone()
+	}
+}
+
+// endZone ends the snapshot zone. A zone key whose deletion handlers never
+// heard of (the watch resumed past it) is deleted from their view with a
+// tombstone, as a relist would. applyMu is held.
+func (f *FreshInformer) endZone() {
+	z := &f.zone
+	for key, obj := range z.ghosts {
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: toolscache.DeletedFinalStateUnknown{Key: key, Obj: obj}}, false)
+	}
+	z.end, z.ghosts = freshness.RV{}, nil
+}
+
+// zoneEvent handles a watch event at rv if it lies in the snapshot zone:
+// the cache's state already includes it (see matchSnapshot), so the
+// indexer is left alone and handlers hear of it as client-go's would. It
+// is neither out of order nor a fault. It reports whether the event was
+// the zone's. applyMu is held.
+func (f *FreshInformer) zoneEvent(kind handlers.Kind, obj any, rv freshness.RV, rvErr error) bool {
+	z := &f.zone
+	if rvErr != nil || z.end.IsZero() || rv.Compare(z.stream) <= 0 || rv.Compare(z.end) > 0 {
+		return false
+	}
+	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return false
+	}
+	f.quiet.behindSnapshot.Add(1)
+	f.recent.add(rv)
+	old, known := z.ghosts[key]
+	switch kind {
+	case handlers.Delete:
+		delete(z.ghosts, key)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: obj}, false)
+	default:
+		if z.ghosts == nil {
+			z.ghosts = map[string]any{}
+		}
+		z.ghosts[key] = obj
+		if known {
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: old, NewObj: obj}, false)
+		} else {
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: obj}, false)
+		}
+	}
+	f.streamAt(rv)
+	return true
 }

@@ -28,8 +28,14 @@ import (
 //
 // Errors: the list's error, wrapped, or WaitForFreshness's.
 func (f *FreshInformer) Sync(ctx context.Context) error {
-	f.quiet.requests.Add(1)
-	rv, err := f.serverResourceVersion(ctx)
+	var rv freshness.RV
+	var err error
+	if f.snapshotRoute() {
+		rv, _, err = f.snapshotProbe(ctx, f.guard.Stats().Regressions)
+	} else {
+		f.quiet.requests.Add(1)
+		rv, err = f.serverResourceVersion(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
 	}

@@ -49,6 +49,13 @@ type Options struct {
 	// history a resumed watch cannot show), on the Reflector's goroutine:
 	// it must not block. FreshInformer answers it with one consistent read.
 	OnWatchResumed func()
+	// OnRequestFailed, if set, is called when a list or watch request
+	// fails (other than with 410 Gone, which only asks for a relist) and
+	// none had failed since the last watch started: the server may be
+	// down or restarting, and the one the informer reaches next may have
+	// lost history it applied. Called on the Reflector's goroutine; it
+	// must not block.
+	OnRequestFailed func()
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Logger defaults to klog.Background().
@@ -65,8 +72,8 @@ type Guard struct {
 	opts   Options
 	logger atomic.Pointer[klog.Logger]
 
-	// mu guards the fields below. It is a leaf: OnRegression and
-	// OnWatchResumed are called with it released.
+	// mu guards the fields below. It is a leaf: OnRegression,
+	// OnWatchResumed and OnRequestFailed are called with it released.
 	mu              sync.Mutex
 	delivered       freshness.RV // highest plausible RV delivered to the queue
 	plain           bool         // the last list's RV was not comparable
@@ -79,7 +86,7 @@ type Guard struct {
 	admittedAny     bool       // a list was admitted
 	restoring       bool       // a restore was declared: accept the next list whatever its RV
 	forceRelist     bool       // the next plain watch fails with 410 Gone, forcing a relist
-	watchFailed     bool       // the last watch request failed (see Options.OnWatchResumed)
+	watchFailed     bool       // a request failed since the last watch started (see Options.OnWatchResumed)
 	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
 	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
 
@@ -465,7 +472,26 @@ func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options met
 	if options.Continue == "" {
 		lw.guard.startRV(&options, false)
 	}
-	return lw.inner.ListWithContext(ctx, options)
+	obj, err := lw.inner.ListWithContext(ctx, options)
+	if err != nil {
+		lw.guard.requestFailed(ctx, err)
+	}
+	return obj, err
+}
+
+// requestFailed notes a list or watch request's failure (see
+// Options.OnRequestFailed).
+func (g *Guard) requestFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) { // stopping; or a relist anyway
+		return
+	}
+	g.mu.Lock()
+	first := !g.watchFailed
+	g.watchFailed = true
+	g.mu.Unlock()
+	if first && g.opts.OnRequestFailed != nil {
+		g.opts.OnRequestFailed()
+	}
 }
 
 func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
@@ -485,20 +511,24 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		if force {
 			// The Reflector would resume from where the old history was;
 			// a 410 makes it relist from the restored server instead.
-			return nil, apierrors.NewResourceExpired("freshinformer: relisting after a declared regression")
+			return nil, errRelist()
 		}
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
 	if err != nil {
-		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) { // those relist anyway
-			g.mu.Lock()
-			g.watchFailed = true
-			g.mu.Unlock()
-		}
+		g.requestFailed(ctx, err)
 		return nil, err
 	}
 	ow := &openWatch{Interface: w, g: g}
 	g.mu.Lock()
+	if g.forceRelist && !watchList {
+		// A relist was requested while the request was on its way: this
+		// watch would resume the old history.
+		g.forceRelist = false
+		g.mu.Unlock()
+		w.Stop()
+		return nil, errRelist()
+	}
 	g.currentWatch = ow
 	if watchList {
 		g.pendingWatch = ow
@@ -510,6 +540,11 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.opts.OnWatchResumed()
 	}
 	return ow, nil
+}
+
+// errRelist makes the Reflector relist: its watch request "expired".
+func errRelist() error {
+	return apierrors.NewResourceExpired("freshinformer: relisting (after a declared regression, or for a freshness probe)")
 }
 
 // IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher

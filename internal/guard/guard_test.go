@@ -3,9 +3,12 @@ package guard
 import (
 	"context"
 	"errors"
-	"github.com/freshinformer/freshinformer/reflector"
+
 	"testing"
 	"time"
+
+	"github.com/freshinformer/freshinformer/reflector"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -205,5 +208,52 @@ func TestWatchOpen(t *testing.T) {
 	g.RequestRelist()
 	if g.WatchOpen() {
 		t.Fatal("WatchOpen = true after RequestRelist stopped the stream")
+	}
+}
+
+// pendingWatchLW opens watches only once the test releases them.
+type pendingWatchLW struct {
+	recordingLW
+	started chan struct{}
+	release chan struct{}
+	w       *watch.FakeWatcher
+}
+
+func (p *pendingWatchLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	close(p.started)
+	<-p.release
+	return p.w, nil
+}
+
+// A relist requested while a watch request is on its way (a slow connect,
+// a proxy holding it) must not be lost: the watch that then opens would
+// resume the old history, and the Reflector would never relist. It is
+// stopped and the Reflector told 410 Gone, as for a watch that starts
+// after the request.
+func TestRelistRequestedWhileWatchPending(t *testing.T) {
+	inner := &pendingWatchLW{started: make(chan struct{}), release: make(chan struct{}), w: watch.NewFake()}
+	g := New(Options{InitialFloor: floorAt("100")})
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	type result struct {
+		w   watch.Interface
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+		done <- result{w, err}
+	}()
+	<-inner.started
+	g.RequestRelist()
+	close(inner.release)
+	r := <-done
+	if r.err == nil || !apierrors.IsResourceExpired(r.err) {
+		t.Fatalf("watch opened after a relist request: %v, %v; want 410 Gone", r.w, r.err)
+	}
+	if !inner.w.IsStopped() {
+		t.Fatal("the watch opened meanwhile was not stopped")
+	}
+	if g.RelistPending() || g.WatchOpen() {
+		t.Fatal("relist still pending, or a watch counted open")
 	}
 }
