@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -109,5 +111,53 @@ func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 	eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == "130" })
 	if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
 		t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
+	}
+}
+
+// Issue 21: after a declared restore the informer relists at once, on its
+// watch path, instead of returning a 410 to client-go's Reflector and
+// waiting out its relist backoff (0.8 s and more) while every wait blocks.
+// The 410 would reach the watch error handler (ListAndWatch returned): no
+// error reaches it here.
+func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
+	regs := newRegressionLog()
+	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1), WithRegressionHandler(regs.handle))
+	var mu sync.Mutex
+	var handlerErrs []error
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+		mu.Lock()
+		handlerErrs = append(handlerErrs, err)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runInformer(t, inf)
+	w := lw.nextWatcher()
+	waitSynced(t, inf)
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.mu.Unlock()
+	w.Stop()
+	r := regs.next(t)
+	declared := time.Now()
+	if r.Reason != reflector.RegressionServerBehind {
+		t.Fatalf("regression %+v", r)
+	}
+	waitFresh(t, inf, "60")
+	t.Logf("relist applied %v after the declaration", time.Since(declared))
+	if cached(inf, "a") != "40" {
+		t.Fatalf("a=%q after the relist", cached(inf, "a"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handlerErrs) > 0 {
+		t.Fatalf("the Reflector's ListAndWatch returned (and backed off) with %v", handlerErrs)
+	}
+	if o := lw.lastListOptions(); o.ResourceVersion != "" {
+		t.Fatalf("relist options %+v, want a consistent read", o)
 	}
 }

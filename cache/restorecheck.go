@@ -154,7 +154,7 @@ func (f *FreshInformer) endOutageLocked() {
 // without a bumped revision, and a watch resumed from the old resource
 // version would then wait, silently, for the old history to be rewritten.
 // One consistent read tells (a restore is declared as by checkWrite).
-func (f *FreshInformer) verifyAfterOutage() {
+func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 	if f.incomparable.Load() {
 		f.lockApply()
 		f.endOutageLocked()
@@ -162,6 +162,12 @@ func (f *FreshInformer) verifyAfterOutage() {
 		return
 	}
 	f.launchRestoreCheck()
+	// The Reflector waits (its watch is not read meanwhile) so that a
+	// restore the check declares is relisted at once; a server that does
+	// not answer holds it back at most probeTimeout.
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	f.restoreChecks.WaitIdle(ctx)
 }
 
 // verifyServer asks the server, with a consistent read, whether its

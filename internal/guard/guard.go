@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -43,12 +44,14 @@ type Options struct {
 	// informer's processing goroutine, or a probe's): it must be quick and
 	// must not block.
 	OnRegression func(reflector.Regression)
-	// OnWatchResumed, if set, is called when a watch starts after the
-	// previous watch request failed (the server was unreachable or
-	// restarting, and may have come back from a restored etcd, whose
-	// history a resumed watch cannot show), on the Reflector's goroutine:
-	// it must not block. FreshInformer answers it with one consistent read.
-	OnWatchResumed func()
+	// OnWatchResumed, if set, is called when a watch starts after a
+	// request failed (the server was unreachable or restarting, and may
+	// have come back from a restored etcd, whose history a resumed watch
+	// cannot show), on the Reflector's goroutine before it reads the
+	// stream, with the request's context. FreshInformer answers it with
+	// one consistent read and waits for it (bounded): a restore it
+	// declares is relisted at once, on the watch path.
+	OnWatchResumed func(context.Context)
 	// OnRequestFailed, if set, is called when a list or watch request
 	// fails (other than with 410 Gone, which only asks for a relist) and
 	// none had failed since the last watch started: the server may be
@@ -89,6 +92,7 @@ type Guard struct {
 	watchFailed     bool       // a request failed since the last watch started (see Options.OnWatchResumed)
 	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
 	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
+	queue           *Queue     // NewQueue's: where a relist on the watch path goes
 
 	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
 	malformed, implausible, watchesStopped                 atomic.Uint64
@@ -509,9 +513,12 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		}
 		g.mu.Unlock()
 		if force {
-			// The Reflector would resume from where the old history was;
-			// a 410 makes it relist from the restored server instead.
-			return nil, errRelist()
+			// The Reflector would resume from where the old history was:
+			// relist first, here, without the backoff client-go's Reflector
+			// waits out before a relist of its own.
+			if err := lw.relist(ctx, &options); err != nil {
+				return nil, err
+			}
 		}
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
@@ -519,27 +526,93 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.requestFailed(ctx, err)
 		return nil, err
 	}
-	ow := &openWatch{Interface: w, g: g}
 	g.mu.Lock()
-	if g.forceRelist && !watchList {
-		// A relist was requested while the request was on its way: this
-		// watch would resume the old history.
-		g.forceRelist = false
-		g.mu.Unlock()
-		w.Stop()
-		return nil, errRelist()
-	}
-	g.currentWatch = ow
-	if watchList {
-		g.pendingWatch = ow
-	}
 	resumed := g.watchFailed && !watchList // a watch-list's list is checked as any list
 	g.watchFailed = false
 	g.mu.Unlock()
 	if resumed && g.opts.OnWatchResumed != nil {
-		g.opts.OnWatchResumed()
+		// Before the Reflector reads the stream: a restore the check
+		// declares is relisted below, not after a backoff.
+		g.opts.OnWatchResumed(ctx)
 	}
+	g.mu.Lock()
+	if g.forceRelist && !watchList {
+		// A relist was asked for while the request was on its way (a slow
+		// connect, or the check above declared a restore): this watch
+		// would resume the old history.
+		g.forceRelist = false
+		g.mu.Unlock()
+		w.Stop()
+		if err := lw.relist(ctx, &options); err != nil {
+			return nil, err
+		}
+		if w, err = lw.inner.WatchWithContext(ctx, options); err != nil {
+			g.requestFailed(ctx, err)
+			return nil, err
+		}
+		g.mu.Lock()
+	}
+	ow := &openWatch{Interface: w, g: g}
+	g.currentWatch = ow
+	if watchList {
+		g.pendingWatch = ow
+	}
+	g.mu.Unlock()
 	return ow, nil
+}
+
+// relist lists through the inner ListerWatcher, as the Reflector would
+// after 410 Gone (a consistent read while a declared restore waits for its
+// relist, else NotOlderThan the floor; in pages, through client-go's
+// pager), and queues the list through the Guard's Queue, whose checks it
+// passes like any list. The watch that follows starts at the list's
+// resource version: options is set to it. When it fails, the error it
+// returns (410 Gone) has the Reflector relist after its backoff instead.
+func (lw *guardedListerWatcher) relist(ctx context.Context, options *metav1.ListOptions) error {
+	rv, err := lw.listIntoQueue(ctx, options.ResourceVersion)
+	if err != nil {
+		lw.guard.log().V(2).Info("Relisting on the watch path failed; the Reflector relists", "err", err)
+		return errRelist()
+	}
+	options.ResourceVersion = rv
+	return nil
+}
+
+func (lw *guardedListerWatcher) listIntoQueue(ctx context.Context, from string) (string, error) {
+	g := lw.guard
+	g.mu.Lock()
+	q := g.queue
+	g.mu.Unlock()
+	if q == nil {
+		return "", errors.New("no queue")
+	}
+	options := metav1.ListOptions{ResourceVersion: from}
+	g.startRV(&options, false)
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		return lw.inner.ListWithContext(ctx, o)
+	}))
+	list, _, err := p.ListWithAlloc(ctx, options)
+	if err != nil {
+		g.requestFailed(ctx, err)
+		return "", err
+	}
+	listMeta, err := meta.ListAccessor(list)
+	if err != nil {
+		return "", err
+	}
+	items, err := meta.ExtractListWithAlloc(list)
+	if err != nil {
+		return "", err
+	}
+	objs := make([]interface{}, len(items))
+	for i, item := range items {
+		objs[i] = item
+	}
+	rv := listMeta.GetResourceVersion()
+	if err := q.Replace(objs, rv); err != nil {
+		return "", err
+	}
+	return rv, nil
 }
 
 // errRelist makes the Reflector relist: its watch request "expired".
@@ -571,7 +644,11 @@ func (g *Guard) NewQueue(opts toolscache.RealFIFOOptions) *Queue {
 	opts.AtomicEvents = true
 	opts.EmitDeltaTypeBookmark = true
 	opts.KnownObjects = nil // atomic events keep no known-objects view
-	return &Queue{RealFIFO: toolscache.NewRealFIFOWithOptions(opts), guard: g}
+	q := &Queue{RealFIFO: toolscache.NewRealFIFOWithOptions(opts), guard: g}
+	g.mu.Lock()
+	g.queue = q
+	g.mu.Unlock()
+	return q
 }
 
 // Replace refuses a list older than the floor (the Reflector backs off and

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -67,11 +66,12 @@ type scriptWL struct {
 	watchers []*watch.RaceFreeFakeWatcher
 	lists    []metav1.ListOptions
 	watches  []metav1.ListOptions
+	listRV   string // what lists answer
 }
 
 func (s *scriptWL) List(o metav1.ListOptions) (runtime.Object, error) {
 	s.lists = append(s.lists, o)
-	return &corev1.ConfigMapList{}, nil
+	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: s.listRV}}, nil
 }
 
 // last returns the watch served last (the Guard hands the Reflector a
@@ -165,9 +165,10 @@ func TestClassifyError(t *testing.T) {
 	}
 }
 
-// BeginRestore: the current watch stops, the next plain watch fails with
-// 410 so the Reflector relists, and the relist is a consistent read
-// accepted whatever its resource version, declared only once.
+// BeginRestore: the current watch stops, and the next plain watch relists
+// first, on the watch path (no Reflector backoff): a consistent read
+// accepted whatever its resource version, declared only once, queued, and
+// the watch starts from it.
 func TestBeginRestore(t *testing.T) {
 	var got []reflector.Regression
 	g := New(Options{OnRegression: func(r reflector.Regression) { got = append(got, r) }})
@@ -187,17 +188,15 @@ func TestBeginRestore(t *testing.T) {
 	if !inner.last().IsStopped() {
 		t.Fatal("the current watch was not stopped")
 	}
-	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); !apierrors.IsResourceExpired(err) {
-		t.Fatalf("watch after a restore = %v, want 410", err)
-	}
-	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
-		t.Fatal(err)
+	inner.listRV = "60"
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatalf("watch after a restore = %v, want a relist and a watch", err)
 	}
 	if o := inner.lists[len(inner.lists)-1]; o.ResourceVersion != "" || o.ResourceVersionMatch != "" {
 		t.Fatalf("relist after a restore asked %q %q, want a consistent read", o.ResourceVersion, o.ResourceVersionMatch)
 	}
-	if err := q.Replace(nil, "60"); err != nil {
-		t.Fatalf("relist after a restore refused: %v", err)
+	if o := inner.watches[len(inner.watches)-1]; o.ResourceVersion != "60" {
+		t.Fatalf("the watch after the relist starts at %q, want the list's 60", o.ResourceVersion)
 	}
 	if !g.TakeDeclared("60") || g.TakeDeclared("60") {
 		t.Fatal("the relist is not marked as declared (once)")

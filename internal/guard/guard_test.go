@@ -228,8 +228,8 @@ func (p *pendingWatchLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 // A relist requested while a watch request is on its way (a slow connect,
 // a proxy holding it) must not be lost: the watch that then opens would
 // resume the old history, and the Reflector would never relist. It is
-// stopped and the Reflector told 410 Gone, as for a watch that starts
-// after the request.
+// stopped, and (with no queue to relist into here) the Reflector told 410
+// Gone.
 func TestRelistRequestedWhileWatchPending(t *testing.T) {
 	inner := &pendingWatchLW{started: make(chan struct{}), release: make(chan struct{}), w: watch.NewFake()}
 	g := New(Options{InitialFloor: floorAt("100")})

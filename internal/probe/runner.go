@@ -28,6 +28,7 @@ type Runner struct {
 	mu      sync.Mutex         // guards the fields below; taken before whatever OnStart and OnIdle take
 	base    context.Context    // from Start; nil before it and after Stop
 	running bool               // a run is in flight
+	idle    chan struct{}      // closed when the series of runs in flight ends
 	again   bool               // one more run follows the one in flight
 	cancel  context.CancelFunc // ends the run in flight
 	runs    uint64
@@ -55,6 +56,7 @@ func (r *Runner) Run(probe func(context.Context), again bool) bool {
 		return false
 	}
 	r.running = true
+	r.idle = make(chan struct{})
 	if r.OnStart != nil {
 		r.OnStart()
 	}
@@ -92,6 +94,7 @@ func (r *Runner) loop(probe func(context.Context)) {
 // idleLocked ends a series of runs. r.mu is held.
 func (r *Runner) idleLocked() {
 	r.running, r.again, r.cancel = false, false, nil
+	close(r.idle)
 	if r.OnIdle != nil {
 		r.OnIdle()
 	}
@@ -102,6 +105,21 @@ func (r *Runner) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.running
+}
+
+// WaitIdle waits until no run is in flight (the one in flight, and the one
+// that was to follow it, have returned) or ctx ends.
+func (r *Runner) WaitIdle(ctx context.Context) {
+	r.mu.Lock()
+	idle, running := r.idle, r.running
+	r.mu.Unlock()
+	if !running {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }
 
 // Runs counts the runs started.

@@ -78,3 +78,33 @@ func TestRunnerCancelAndStopEndTheRunInFlight(t *testing.T) {
 		t.Fatal("Run after Stop started")
 	}
 }
+
+// WaitIdle returns once the run in flight and the one coalesced behind it
+// have returned, at once when nothing runs, and when its context ends.
+func TestRunnerWaitIdle(t *testing.T) {
+	r := &Runner{}
+	r.Start(context.Background())
+	defer r.Stop()
+	r.WaitIdle(context.Background()) // nothing runs
+
+	release := make(chan struct{})
+	var runs atomic.Int32
+	probe := func(context.Context) {
+		if runs.Add(1) == 1 {
+			<-release
+		}
+	}
+	r.Run(probe, true)
+	r.Run(probe, true) // coalesced behind the first
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	r.WaitIdle(ctx)
+	cancel()
+	if ctx.Err() == nil || runs.Load() != 1 {
+		t.Fatalf("WaitIdle returned with a run in flight (runs %d)", runs.Load())
+	}
+	close(release)
+	r.WaitIdle(context.Background())
+	if runs.Load() != 2 || r.Running() {
+		t.Fatalf("WaitIdle returned after %d runs, running=%v; want both, idle", runs.Load(), r.Running())
+	}
+}
