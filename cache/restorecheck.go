@@ -202,13 +202,23 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 		f.logger.V(2).Info("Restore verification probe failed", "err", err)
 		return false
 	}
-	switch {
-	case !server.AtLeast(floor):
+	if !server.AtLeast(floor) {
 		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{})
-	case back.keys > 0:
-		f.beginRestore(reflector.RegressionKeysWentBack, server, back)
+	} else {
+		f.declareWentBack(server, back)
 	}
 	return true
+}
+
+// declareWentBack declares what a snapshot at server showed (applySnapshot:
+// keys gone back, or writes lost), if anything.
+func (f *FreshInformer) declareWentBack(server freshness.RV, back listRegression) {
+	switch {
+	case back.keys > 0:
+		f.beginRestore(reflector.RegressionKeysWentBack, server, back)
+	case back.lostWrites > 0:
+		f.beginRestore(reflector.RegressionWritesLost, server, back)
+	}
 }
 
 // beginRestore declares that the server's history went back, shown by a
@@ -224,7 +234,7 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server f
 	f.unlockApply()
 	slices.Sort(back.sample)
 	f.guard.BeginRestore(reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
-		Keys: back.keys, SampleKeys: back.sample})
+		Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
 }
 
 // parseInitialFloor validates Options.InitialFloor ("" for none).

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -107,9 +108,7 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 		return freshness.RV{}, false, err
 	}
 	proved, back := f.applySnapshot(s, gen)
-	if back.keys > 0 {
-		f.beginRestore(reflector.RegressionKeysWentBack, s.rv, back)
-	}
+	f.declareWentBack(s.rv, back)
 	return s.rv, proved, nil
 }
 
@@ -125,8 +124,12 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 //     (zoneEvent);
 //   - a key listed at a resource version up to A that the cache does not
 //     hold at that resource version shows the server's history went back
-//     (the cache applied every event up to A, so it would hold that state):
-//     such keys are returned, for the caller to declare;
+//     (the cache applied every event up to A, so it would hold that state);
+//     so does a key listed older than a write recorded for it that the
+//     snapshot covers (RecordWrittenObject: the write was lost). Such keys
+//     are returned, for the caller to declare; when the snapshot otherwise
+//     matches, lost writes are declared here, before the waiters it
+//     releases hear of it, as for a list;
 //   - anything else proves nothing.
 //
 // A snapshot older than A proves nothing either (the restore check
@@ -135,7 +138,16 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 // since voids it.
 func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back listRegression) {
 	f.lockApply()
-	defer f.unlockApply()
+	proved, back = f.applySnapshotLocked(s, gen)
+	f.unlockApply()
+	if proved && back.lostWrites > 0 {
+		f.declareFound()
+		back = listRegression{}
+	}
+	return proved, back
+}
+
+func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64) (proved bool, back listRegression) {
 	cur := f.tracker.Current()
 	if f.incomparable.Load() || f.restoring || cur.IsZero() || f.guard.Stats().Regressions != gen {
 		return false, back
@@ -143,15 +155,20 @@ func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back
 	if s.rv.Compare(cur) <= 0 {
 		return true, back // already that fresh
 	}
+	checkWrites := f.written.len() > 0
 	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
 	for _, item := range s.items {
 		key, err := toolscache.MetaNamespaceKeyFunc(item)
 		if err != nil {
 			return false, listRegression{}
 		}
-		listed, err := freshness.ParseRV(resourceVersion(item))
+		listedRVs := resourceVersion(item)
+		listed, err := freshness.ParseRV(listedRVs)
 		if err != nil {
 			return false, listRegression{}
+		}
+		if checkWrites && f.written.lost(key, listedRVs, s.rv) {
+			back.add(key, &back.lostWrites)
 		}
 		obj, ok, _ := f.indexer.GetByKey(key)
 		var cachedRV freshness.RV
@@ -171,6 +188,18 @@ func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back
 	}
 	if !same || back.keys > 0 {
 		return false, back
+	}
+	if back.lostWrites > 0 {
+		// The cache holds the server's state, which lost acknowledged
+		// writes: declared (declareFound) before any waiter is released.
+		slices.Sort(back.sample)
+		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionWritesLost, ListResourceVersion: s.rv.String(),
+			Floor: cur.String(), WritesLost: back.lostWrites, SampleKeys: back.sample})
+		f.tracker.Suspend()
+		f.resumeAfterDeclare = true
+		f.written.reset()
+	} else {
+		f.written.pruneReached(s.rv)
 	}
 	f.quiet.snapshotMatches.Add(1)
 	f.quiet.advances.Add(1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freshinformer/freshinformer/reflector"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -272,5 +273,34 @@ func TestSnapshotLimit(t *testing.T) {
 	}
 	if _, aux := lw.counts(); aux == 0 {
 		t.Fatal("no auxiliary watch above the snapshot limit")
+	}
+}
+
+// A snapshot that matches the cache but holds a key older than a write
+// recorded for it (etcd restored with --bump-revision from before the
+// write, which the informer's stream never delivered) is the server's
+// state, yet it lost an acknowledged write: WritesLost is declared before
+// the wait for that write returns, as for a list.
+func TestSnapshotDeclaresLostWrites(t *testing.T) {
+	regs := newRegressionLog()
+	lw := newStateLW(t, 10, cm("a", "5"))
+	inf, _ := startState(t, lw, WithRegressionHandler(regs.handle))
+	if err := inf.RecordWrittenObject(cm("a", "12")); err != nil { // acknowledged, then lost
+		t.Fatal(err)
+	}
+	lw.mu.Lock()
+	lw.rv = 1_000_015 // restored with a bumped revision: a is still at 5
+	lw.mu.Unlock()
+	waitFresh(t, inf, "12")
+	select {
+	case r := <-regs.ch:
+		if r.Reason != reflector.RegressionWritesLost || r.WritesLost != 1 || r.SampleKeys[0] != "ns/a" {
+			t.Fatalf("regression %+v, want WritesLost of ns/a", r)
+		}
+	default:
+		t.Fatal("the wait for a lost write returned before the loss was declared")
+	}
+	if got := inf.LastObservedResourceVersion(); got != "1000015" {
+		t.Fatalf("applied RV %s, want the snapshot's", got)
 	}
 }

@@ -16,15 +16,17 @@ import (
 // informer's objects committed before the call, on a busy resource and on
 // a quiet one alike.
 //
-// It reads the server's current resource version with one consistent
-// limit=1 list through the informer's ListerWatcher (same namespace and
-// selectors; served from the apiserver's watch cache on Kubernetes 1.31+),
-// then waits for it with WaitForFreshness. Cost per call: that one request;
-// if the informer's stream does not reach the resource version within the
-// probe delay (a quiet resource), one freshness probe adds an auxiliary
-// watch (one request, ending within 3 s), reusing Sync's list. On a
-// resource served without a watch cache the probe is a relist of the
-// informer instead. Concurrent Sync calls share one probe.
+// It reads the server's state with one consistent list through the
+// informer's ListerWatcher (same namespace and selectors; served from the
+// apiserver's watch cache on Kubernetes 1.31+), then waits for its
+// resource version with WaitForFreshness. On an informer of up to the
+// snapshot limit (WithSnapshotProbeLimit) the list holds its objects, and
+// when the cache holds exactly those, that is the whole cost: one request,
+// fresh on a quiet resource too. Otherwise (a larger informer: a limit=1
+// list; or events still on their way) the wait does the rest: if the
+// informer's stream does not reach the resource version within the probe
+// delay, one freshness probe follows (see the package documentation,
+// "Quiet resources"). Concurrent Sync calls share one probe.
 //
 // Errors: the list's error, wrapped, or WaitForFreshness's.
 func (f *FreshInformer) Sync(ctx context.Context) error {

@@ -73,6 +73,31 @@ func (d durations) String() string {
 		d.pct(0.9).Round(time.Millisecond), d.pct(0.99).Round(time.Millisecond), d.pct(1).Round(time.Millisecond))
 }
 
+// probeRoute is one of the quiet-resource probe's routes (cache/doc.go,
+// "Quiet resources"): the snapshot (a consistent list compared key by key,
+// for small informers) or the bookmark (an auxiliary watch, or a relist
+// where the resource has no watch cache).
+type probeRoute struct {
+	name string
+	opts []cache.Option
+}
+
+var probeRoutes = []probeRoute{
+	{"snapshot", nil},
+	{"bookmark", []cache.Option{cache.WithSnapshotProbeLimit(-1)}},
+}
+
+// checkRoute fails the test unless the informer's probes took route r.
+func checkRoute(t *testing.T, r probeRoute, st cache.ProbeStats) {
+	t.Helper()
+	if r.name == "snapshot" && st.SnapshotMatches == 0 {
+		t.Errorf("snapshot route: no snapshot matched: %+v", st)
+	}
+	if r.name == "bookmark" && st.Snapshots != 0 {
+		t.Errorf("bookmark route: %d snapshots taken: %+v", st.Snapshots, st)
+	}
+}
+
 // bound is far below the minute a quiet wait took before probing, and far
 // above the ~1-2 s it takes, so a loaded machine does not flake it.
 const bound = 15 * time.Second
@@ -81,28 +106,33 @@ const bound = 15 * time.Second
 // writes, asked for the RV of a write to a ConfigMap, returns in about a
 // second instead of at the next bookmark (about a minute).
 func TestQuietWaitIsBounded(t *testing.T) {
-	cs := testenv.Clientset(t)
-	ctx := testenv.Context(t, 5*time.Minute)
-	quietNS := testenv.Namespace(t)
-	other := createElsewhere(ctx, t, cs)
-	inf := startInformer(t, cs, "secrets", &corev1.Secret{}, quietNS, streamPaths[0])
+	for _, route := range probeRoutes {
+		t.Run(route.name, func(t *testing.T) {
+			cs := testenv.Clientset(t)
+			ctx := testenv.Context(t, 5*time.Minute)
+			quietNS := testenv.Namespace(t)
+			other := createElsewhere(ctx, t, cs)
+			inf := startInformer(t, cs, "secrets", &corev1.Secret{}, quietNS, streamPaths[0], route.opts...)
 
-	const n = 40
-	var waits durations
-	before := inf.ProbeStats()
-	for i := range n {
-		rv := writeElsewhere(ctx, t, cs, other, i)
-		waits = append(waits, timedWait(ctx, t, inf, rv, bound))
-		if !atLeast(t, inf.LastObservedResourceVersion(), rv) {
-			t.Fatalf("returned at %s below %s", inf.LastObservedResourceVersion(), rv)
-		}
-	}
-	after := inf.ProbeStats()
-	t.Logf("quiet WaitForFreshness: %v", waits)
-	t.Logf("per wait: %.2f probes, %.2f requests (limit=1 lists + aux watches), %.2f relists",
-		float64(after.Probes-before.Probes)/n, float64(after.Requests-before.Requests)/n, float64(after.Relists-before.Relists)/n)
-	if after.Relists != before.Relists {
-		t.Errorf("a cached resource was relisted %d times", after.Relists-before.Relists)
+			const n = 40
+			var waits durations
+			before := inf.ProbeStats()
+			for i := range n {
+				rv := writeElsewhere(ctx, t, cs, other, i)
+				waits = append(waits, timedWait(ctx, t, inf, rv, bound))
+				if !atLeast(t, inf.LastObservedResourceVersion(), rv) {
+					t.Fatalf("returned at %s below %s", inf.LastObservedResourceVersion(), rv)
+				}
+			}
+			after := inf.ProbeStats()
+			t.Logf("quiet WaitForFreshness: %v", waits)
+			t.Logf("per wait: %.2f probes, %.2f requests (lists + aux watches), %.2f relists",
+				float64(after.Probes-before.Probes)/n, float64(after.Requests-before.Requests)/n, float64(after.Relists-before.Relists)/n)
+			if after.Relists != before.Relists {
+				t.Errorf("a cached resource was relisted %d times", after.Relists-before.Relists)
+			}
+			checkRoute(t, route, after)
+		})
 	}
 }
 
@@ -163,11 +193,17 @@ func TestSyncBusyAndQuiet(t *testing.T) {
 // of writes to another resource and to its own. Every wait that returns
 // must find every write with an RV at or below its target in the indexer.
 func TestProbesNeverReturnEarly(t *testing.T) {
+	for _, route := range probeRoutes {
+		t.Run(route.name, func(t *testing.T) { testProbesNeverReturnEarly(t, route) })
+	}
+}
+
+func testProbesNeverReturnEarly(t *testing.T, route probeRoute) {
 	cs := testenv.Clientset(t)
 	ctx := testenv.Context(t, 5*time.Minute)
 	ns := testenv.Namespace(t)
 	other := createElsewhere(ctx, t, cs)
-	inf := startInformer(t, cs, "configmaps", &corev1.ConfigMap{}, ns, streamPaths[0])
+	inf := startInformer(t, cs, "configmaps", &corev1.ConfigMap{}, ns, streamPaths[0], route.opts...)
 
 	const keys = 4
 	for k := range keys {
@@ -196,6 +232,14 @@ func TestProbesNeverReturnEarly(t *testing.T) {
 				log = append(log, write{name, cm.ResourceVersion})
 				mu.Unlock()
 			}
+			// Keys created and deleted again: a snapshot after both shows
+			// neither, while their events are still on the stream.
+			if rng.IntN(4) == 0 {
+				tmp := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("tmp-", i), Namespace: ns}}
+				if _, err := cs.CoreV1().ConfigMaps(ns).Create(wctx, tmp, metav1.CreateOptions{}); err == nil {
+					_ = cs.CoreV1().ConfigMaps(ns).Delete(wctx, tmp.Name, metav1.DeleteOptions{})
+				}
+			}
 			// Bursts, then quiet spells long enough for probes to prove gaps.
 			if rng.IntN(3) == 0 {
 				time.Sleep(time.Duration(1500+rng.IntN(2000)) * time.Millisecond)
@@ -208,7 +252,7 @@ func TestProbesNeverReturnEarly(t *testing.T) {
 		seen   map[string]string // name -> cached RV when the wait returned
 	}
 	var checks []check
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(25 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		var target string
 		if i%2 == 0 {
@@ -244,29 +288,44 @@ func TestProbesNeverReturnEarly(t *testing.T) {
 		}
 	}
 	st := inf.ProbeStats()
-	t.Logf("%d waits against %d writes; probes %d, advances by probes %d, requests %d", len(checks), len(log), st.Probes, st.Advances, st.Requests)
+	t.Logf("%d waits against %d writes; %+v", len(checks), len(log), st)
 	if st.Probes == 0 {
 		t.Errorf("no probe ran (%+v): the test did not exercise probes", st)
+	}
+	checkRoute(t, route, st)
+	// Events behind a snapshot are no fault.
+	if n := inf.Stats().OutOfOrderRejected; n != 0 {
+		t.Errorf("%d events rejected as out of order on a healthy server", n)
 	}
 }
 
 // TestQuietWaitWithoutWatchCache: PodTemplates are served without a watch
 // cache and never get bookmarks; the probe relists the informer instead.
 func TestQuietWaitWithoutWatchCache(t *testing.T) {
+	for _, route := range probeRoutes {
+		t.Run(route.name, func(t *testing.T) { testQuietWaitWithoutWatchCache(t, route) })
+	}
+}
+
+func testQuietWaitWithoutWatchCache(t *testing.T, route probeRoute) {
 	cs := testenv.Clientset(t)
 	ctx := testenv.Context(t, 5*time.Minute)
 	ns := testenv.Namespace(t)
 	other := createElsewhere(ctx, t, cs)
-	inf := startInformer(t, cs, controlplane.UncachedResource, &corev1.PodTemplate{}, ns, streamPaths[0])
+	inf := startInformer(t, cs, controlplane.UncachedResource, &corev1.PodTemplate{}, ns, streamPaths[0], route.opts...)
 	if _, err := cs.CoreV1().PodTemplates(ns).Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "pt"},
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	// Each probe here is a relist through client-go's Reflector, whose
-	// relist backoff (0.8-1.6 s, doubling while relists come within 2
-	// minutes of each other) sets the pace: a few waits in a row.
-	const n = 3
+	// On the bookmark route each probe here is a relist, whose pace the
+	// relist backoff of client-go's Reflector sets (0.8-1.6 s, doubling
+	// while relists come within 2 minutes of each other); on the snapshot
+	// route it is one consistent list.
+	n := 3
+	if route.name == "snapshot" {
+		n = 20
+	}
 	var waits durations
 	for i := range n {
 		rv := writeElsewhere(ctx, t, cs, other, i)
@@ -286,9 +345,13 @@ func TestQuietWaitWithoutWatchCache(t *testing.T) {
 	t.Logf("no watch cache: WaitForFreshness in a row: %v; then Sync: %v", waits, time.Since(start).Round(time.Millisecond))
 	st := inf.ProbeStats()
 	t.Logf("%+v", st)
-	if st.Relists == 0 {
+	if route.name == "bookmark" && st.Relists == 0 {
 		t.Errorf("no relist on a resource without bookmarks: %+v", st)
 	}
+	if route.name == "snapshot" && st.Relists != 0 {
+		t.Errorf("the snapshot route relisted: %+v", st)
+	}
+	checkRoute(t, route, st)
 }
 
 // TestIdleWaitersCPU: 1000 waits pending for a resource version the server
