@@ -56,22 +56,10 @@ func TestEtcdRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := newFaultRig(t, ctx, cs, ns, rigOptions{listWatch: tc.listWatch})
-
-			for range 3 {
-				r.round(restoreKeys)
-			}
-			r.settle()
-			snap, err := cp.SnapshotEtcd(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// Lost by the restore: newer content of every key, and keys
 			// that did not exist at the snapshot.
-			for range 3 {
-				r.round(restoreKeys + 3)
-			}
-			r.settle()
-			before := r.inf.LastObservedResourceVersion()
+			snap, floor := restoreWindowSetup(t, ctx, cp, r)
+			before := floor.String()
 			listsBefore := r.inf.Stats().Lists
 
 			began := time.Now()
