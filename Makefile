@@ -114,8 +114,9 @@ conformance: bins ## client-go's shared informer tests, controller-runtime's pkg
 SOAK_DURATION ?= 5m
 SOAK_SEED ?=
 SCALE_ARGS ?=
+QUIETBENCH_ARGS ?=
 
-.PHONY: soak-cluster scale
+.PHONY: soak-cluster scale quiet-bench
 
 soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restarts, compaction, etcd restores) for SOAK_DURATION (default 5m); SOAK_SEED replays one.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
@@ -126,6 +127,11 @@ scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/scale ./cmd/scale && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)
+
+quiet-bench: bins ## Quiet resources (issue 21) on a real apiserver: WaitForFreshness and Sync latency and probe cost per size, kind (watch cache or none) and probe route, or -mode=curve for the snapshot cost curve; QUIETBENCH_ARGS adds flags (-help lists them); prints Markdown tables.
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  $(GO) build -o bin/quietbench ./cmd/quietbench && \
+	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/quietbench $(QUIETBENCH_ARGS)
 
 # --- heap soak (integration/cmd/heapsoak, docs/heap-soak.md) ----------------
 HEAPSOAK_ARGS ?=
