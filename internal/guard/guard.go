@@ -88,7 +88,8 @@ type Guard struct {
 	listConsistent  bool       // the last list request was a consistent read
 	admittedAny     bool       // a list was admitted
 	restoring       bool       // a restore was declared: accept the next list whatever its RV
-	forceRelist     bool       // the next plain watch fails with 410 Gone, forcing a relist
+	forceRelist     bool       // a relist is due: the next plain watch relists first
+	relisting       bool       // the relist that was due has begun; its list is not yet queued
 	watchFailed     bool       // a request failed since the last watch started (see Options.OnWatchResumed)
 	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
 	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
@@ -265,11 +266,12 @@ func (w *openWatch) Stop() {
 	w.Interface.Stop()
 }
 
-// RelistPending reports whether a relist was requested and has not begun.
+// RelistPending reports whether a relist was requested and its list is
+// not yet queued.
 func (g *Guard) RelistPending() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.forceRelist
+	return g.forceRelist || g.relisting
 }
 
 // admitList decides whether a list at rv may replace the cache: nil to
@@ -453,6 +455,7 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pendingWatch = nil
+	g.relisting = g.relisting || g.forceRelist
 	g.forceRelist = false // this is the relist
 	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""
@@ -478,9 +481,19 @@ func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options met
 	}
 	obj, err := lw.inner.ListWithContext(ctx, options)
 	if err != nil {
-		lw.guard.requestFailed(ctx, err)
+		lw.guard.listFailed(ctx, err)
 	}
 	return obj, err
+}
+
+// listFailed notes a list request's failure: a relist that was due is
+// over (the Reflector lists again after its backoff, or a probe asks
+// again), and the server may be unreachable.
+func (g *Guard) listFailed(ctx context.Context, err error) {
+	g.mu.Lock()
+	g.relisting = false
+	g.mu.Unlock()
+	g.requestFailed(ctx, err)
 }
 
 // requestFailed notes a list or watch request's failure (see
@@ -593,7 +606,7 @@ func (lw *guardedListerWatcher) listIntoQueue(ctx context.Context, from string) 
 	}))
 	list, _, err := p.ListWithAlloc(ctx, options)
 	if err != nil {
-		g.requestFailed(ctx, err)
+		g.listFailed(ctx, err)
 		return "", err
 	}
 	listMeta, err := meta.ListAccessor(list)
@@ -658,6 +671,7 @@ func (g *Guard) NewQueue(opts toolscache.RealFIFOOptions) *Queue {
 func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 	g := q.guard
 	g.mu.Lock()
+	g.relisting = false
 	w := g.pendingWatch
 	g.pendingWatch = nil
 	consistent := g.listConsistent

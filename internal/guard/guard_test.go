@@ -257,3 +257,29 @@ func TestRelistRequestedWhileWatchPending(t *testing.T) {
 		t.Fatal("relist still pending, or a watch counted open")
 	}
 }
+
+// A requested relist stays pending until its list is queued, not only
+// until its request starts: a probe that asked for it must not ask again
+// while a large list is on its way.
+func TestRelistPendingUntilListQueued(t *testing.T) {
+	g := New(Options{InitialFloor: floorAt("100")})
+	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	g.RequestRelist()
+	if !g.RelistPending() {
+		t.Fatal("not pending once requested")
+	}
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	if !g.RelistPending() {
+		t.Fatal("not pending while its list is on its way")
+	}
+	if err := q.Replace(nil, "120"); err != nil {
+		t.Fatal(err)
+	}
+	if g.RelistPending() {
+		t.Fatal("still pending once the list is queued")
+	}
+}

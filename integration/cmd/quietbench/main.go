@@ -69,6 +69,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -116,6 +117,7 @@ var (
 	payloadBytes  = flag.Int("object-bytes", 64, "payload per object (a Secret's data, a PodTemplate's annotation)")
 	createWorkers = flag.Int("create-parallel", 16, "concurrent creates when populating")
 	clientLogs    = flag.Bool("client-logs", false, "show client-go's informational logs (on the uncached kind every relist logs a warning that its watch ended); errors show either way")
+	pause         = flag.Duration("pause", 0, "quiet mode: a random pause of up to this long before each call's write elsewhere (0: calls back to back; the apiserver paces consistent reads from its watch cache by its 100 ms progress-request period, which back-to-back calls meet every time)")
 	callTimeout   = flag.Duration("call-timeout", 2*time.Minute, "bound on each WaitForFreshness and Sync call (a call that hits it counts as an error)")
 )
 
@@ -294,6 +296,13 @@ func (b *bench) setupElsewhere(ctx context.Context) error {
 	}
 	_, err := b.cs.CoreV1().ConfigMaps(b.elsewhere).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{})
 	return err
+}
+
+// pauseBeforeCall sleeps a random time up to -pause.
+func pauseBeforeCall() {
+	if *pause > 0 {
+		time.Sleep(rand.N(*pause))
+	}
 }
 
 // writeElsewhere updates the ConfigMap elsewhere and returns the write's
@@ -492,6 +501,7 @@ func (b *bench) measure(ctx context.Context, k kind, ns string, n int, route str
 	}
 
 	wait := func() (time.Duration, error) {
+		pauseBeforeCall()
 		rv, err := b.writeElsewhere(ctx)
 		if err != nil {
 			return 0, err
@@ -538,6 +548,7 @@ func (b *bench) measure(ctx context.Context, k kind, ns string, n int, route str
 		res.sync.calls++
 		// A write elsewhere first, so that the server is past the cache and
 		// Sync has something to prove.
+		pauseBeforeCall()
 		rv, err := b.writeElsewhere(ctx)
 		if err != nil {
 			return err
