@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/reflector"
@@ -159,5 +160,27 @@ func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 	}
 	if o := lw.lastListOptions(); o.ResourceVersion != "" {
 		t.Fatalf("relist options %+v, want a consistent read", o)
+	}
+}
+
+// Ordinary watch expiries do not pay for the outage rule: a watch that
+// starts with 410 Gone (compaction) relists, and waits for resource
+// versions the cache reached return at once meanwhile.
+func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	lw.mu.Lock()
+	lw.watchErrs = []error{apierrors.NewResourceExpired("too old resource version")}
+	lw.mu.Unlock()
+	w.Stop()
+	eventually(t, "the watch to fail with 410", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return len(lw.watchErrs) == 0
+	})
+	if inf.guard.WatchFailing() || !inf.tracker.Reached(mustRV(t, "100")) {
+		t.Fatal("a 410 Gone counted as an outage: waits are held")
 	}
 }

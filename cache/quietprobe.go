@@ -95,6 +95,11 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 type quietProbe struct {
 	probes, requests, advances, relists        atomic.Uint64
 	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
+	// noBookmarks: the resource gets no bookmarks (no watch cache), so the
+	// bookmark route is a relist, a full list anyway: the snapshot route,
+	// one list of the same size without the Reflector's backoff, is taken
+	// whatever the informer's size.
+	noBookmarks atomic.Bool
 	runner                                     probe.Runner // the probe in flight; its lock is taken under mu
 
 	mu          sync.Mutex
@@ -103,7 +108,6 @@ type quietProbe struct {
 	armedAt     freshness.RV // the applied resource version when armed
 	stopped     bool
 	idle        int  // consecutive probes after which waits were still pending
-	noBookmarks bool // the resource gets no bookmarks: relist instead
 
 	serverRV   freshness.RV // the newest consistent list's resource version
 	serverRVAt time.Time    // when that list was sent
@@ -248,7 +252,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 
 	p := &f.quiet
 	p.mu.Lock()
-	server, noBookmarks := p.serverRV, p.noBookmarks
+	server, noBookmarks := p.serverRV, p.noBookmarks.Load()
 	fresh := f.clock.Since(p.serverRVAt) < serverRVReuse
 	p.mu.Unlock()
 	if f.snapshotRoute() {
@@ -290,9 +294,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	switch probe.AuxWatch(ctx, f.lw, start, server, probeWatchTimeoutSeconds, prove, f.logger) {
 	case probe.NoBookmark:
 		if f.bookmarks.Load() == 0 { // neither stream has seen one: no watch cache
-			p.mu.Lock()
-			p.noBookmarks = true
-			p.mu.Unlock()
+			p.noBookmarks.Store(true)
 			f.logger.V(2).Info("Freshness probe: the resource gets no watch bookmarks (served without a watch cache?); probing by relisting from now on")
 			f.requestRelist()
 		}

@@ -17,6 +17,11 @@ import (
 // probeTimeout bounds one restore verification probe.
 const probeTimeout = 10 * time.Second
 
+// outageCheckMaxInterval caps the interval at which the restore check asks
+// a server that does not answer during an outage: waits are released at
+// most this long after it is back. A refused connection costs little.
+const outageCheckMaxInterval = time.Second
+
 // recentCapacity is how many applied event resource versions an informer
 // remembers to recognise its own recorded writes.
 const recentCapacity = 1024
@@ -78,7 +83,7 @@ func (f *FreshInformer) launchRestoreCheck() {
 // outage holds waits back (they must not wait forever on one lost read),
 // or once otherwise.
 func (f *FreshInformer) checkRestore(ctx context.Context) {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: outageCheckMaxInterval}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		answered := f.verifyServer(rctx)
@@ -134,10 +139,17 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 // here.
 func (f *FreshInformer) beginOutage() {
 	f.lockApply()
-	defer f.unlockApply()
-	if !f.outage && !f.incomparable.Load() {
+	begun := !f.outage && !f.incomparable.Load()
+	if begun {
 		f.outage = true
 		f.tracker.Suspend()
+	}
+	f.unlockApply()
+	if begun {
+		// The check retries until the server answers, so that waits are
+		// released one round trip after it is back, whatever the
+		// Reflector's own retry backoff.
+		f.launchRestoreCheck()
 	}
 }
 

@@ -29,6 +29,9 @@ type stateLW struct {
 	lists      []metav1.ListOptions
 	auxWatches int
 	watchers   chan *watch.RaceFreeFakeWatcher
+	// noWatchCache: auxiliary watches end at once without a bookmark, as
+	// on a resource the apiserver serves without a watch cache.
+	noWatchCache bool
 }
 
 func newStateLW(t *testing.T, rv int, objs ...*corev1.ConfigMap) *stateLW {
@@ -81,8 +84,13 @@ func (lw *stateLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
 		lw.mu.Lock()
 		lw.auxWatches++
+		closed := lw.noWatchCache
 		lw.mu.Unlock()
-		return watch.NewFake(), nil
+		w := watch.NewFake()
+		if closed {
+			w.Stop()
+		}
+		return w, nil
 	}
 	w := watch.NewRaceFreeFake()
 	lw.watchers <- w
@@ -302,5 +310,23 @@ func TestSnapshotDeclaresLostWrites(t *testing.T) {
 	}
 	if got := inf.LastObservedResourceVersion(); got != "1000015" {
 		t.Fatalf("applied RV %s, want the snapshot's", got)
+	}
+}
+
+// A resource that gets no bookmarks (no watch cache) takes the snapshot
+// route whatever the informer's size: its bookmark route is a relist,
+// which lists as much and waits out the Reflector's backoff.
+func TestSnapshotRouteWithoutWatchCacheAtAnySize(t *testing.T) {
+	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "6"))
+	lw.noWatchCache = true
+	inf, _ := startState(t, lw, WithSnapshotProbeLimit(1))
+	waitFresh(t, inf, lw.commit("", false)) // the bookmark route finds no bookmark, and relists
+	if st := inf.ProbeStats(); st.Snapshots != 0 || st.Relists == 0 {
+		t.Fatalf("%+v: want the bookmark route first, ending in a relist", st)
+	}
+	before := inf.ProbeStats()
+	waitFresh(t, inf, lw.commit("", false))
+	if st := inf.ProbeStats(); st.SnapshotMatches != before.SnapshotMatches+1 || st.Relists != before.Relists {
+		t.Fatalf("%+v after %+v: want one snapshot and no relist", st, before)
 	}
 }
