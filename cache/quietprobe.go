@@ -100,14 +100,14 @@ type quietProbe struct {
 	// one list of the same size without the Reflector's backoff, is taken
 	// whatever the informer's size.
 	noBookmarks atomic.Bool
-	runner                                     probe.Runner // the probe in flight; its lock is taken under mu
+	runner      probe.Runner // the probe in flight; its lock is taken under mu
 
-	mu          sync.Mutex
-	waiters     int          // waits in their slow path
-	timer       *time.Timer  // armed while waits are pending and no probe runs
-	armedAt     freshness.RV // the applied resource version when armed
-	stopped     bool
-	idle        int  // consecutive probes after which waits were still pending
+	mu      sync.Mutex
+	waiters int          // waits in their slow path
+	timer   *time.Timer  // armed while waits are pending and no probe runs
+	armedAt freshness.RV // the applied resource version when armed
+	stopped bool
+	idle    int // consecutive probes after which waits were still pending
 
 	serverRV   freshness.RV // the newest consistent list's resource version
 	serverRVAt time.Time    // when that list was sent
