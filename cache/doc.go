@@ -87,7 +87,8 @@
 // with the server, by one of two routes (quietprobe.go, snapshot.go).
 //
 // The snapshot route, for informers of up to WithSnapshotProbeLimit objects
-// (DefaultSnapshotProbeLimit), after DefaultSnapshotProbeDelay: one
+// (DefaultSnapshotProbeLimit) and for any informer of a resource that gets
+// no bookmarks, after DefaultSnapshotProbeDelay: one
 // consistent list through the informer's ListerWatcher (same namespace and
 // selectors; served from the apiserver's watch cache on Kubernetes 1.31+,
 // from etcd for resources without one), of at most one object more than
@@ -123,9 +124,11 @@
 //     moves past events that are already in the indexer: guarantee 1 holds.
 //
 // Resources the apiserver serves without a watch cache never get bookmarks.
-// There, above the snapshot limit, the proof comes through the informer's
-// own stream instead: its watch is ended and its Reflector relists, and the
-// list's RV, at least R, becomes the applied one in stream order. Cost:
+// A large informer's first probe learns it (its auxiliary watch ends
+// without one) and has the informer relist, the list's RV, at least R,
+// becoming the applied one in stream order; from then on its probes take
+// the snapshot route, which lists as much as a relist without the
+// Reflector's backoff. Cost:
 // nothing while no wait is pending (no goroutine, no timer); while waits
 // are pending, one timer per informer, and at most one probe at a time
 // however many callers wait.
