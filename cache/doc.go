@@ -31,7 +31,8 @@
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
 // metrics makes Prometheus series of them). RVs also enter off the stream:
 // writes the caller records (recordwrite.go, lostwrites.go), the restore
-// check (restorecheck.go) and the quiet-resource probe (quietprobe.go).
+// check (restorecheck.go) and the quiet-resource probe (quietprobe.go,
+// snapshot.go).
 // informer.go builds and runs the informer, shared_informer.go holds the
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
 // elsewhere, options.go is the one place defaults are set.
