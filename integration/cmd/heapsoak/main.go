@@ -47,16 +47,15 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/freshinformer/freshinformer/integration/internal/runinfo"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -137,7 +136,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	began, loadStart, rev := time.Now(), loadAvg(), revision()
+	began, loadStart, rev := time.Now(), runinfo.LoadAvg(), runinfo.Revision()
 	logf("starting a control plane")
 	cp, err := controlplane.Start(ctx, controlplane.Options{})
 	if err != nil {
@@ -173,7 +172,7 @@ func run() int {
 	}
 	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0),
 		began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), rev)
-	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n", loadStart, loadAvg())
+	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n", loadStart, runinfo.LoadAvg())
 	fmt.Printf("-duration %v -rate %g -sample %v -workers %d -max-steps %d -lifetime %v -early-delete %g -forget %g\n\n",
 		*duration, *rate, *every, *workers, *maxSteps, *lifetime, *early, *forget)
 	ok := res.report(os.Stdout)
@@ -334,45 +333,6 @@ func writeHeapProfile(name string) error {
 	}
 	logf("wrote %s", f.Name())
 	return f.Close()
-}
-
-// loadAvg is /proc/loadavg's first three fields, for the report.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	if f := strings.Fields(string(b)); len(f) >= 3 {
-		return strings.Join(f[:3], ", ")
-	}
-	return "unknown"
-}
-
-// revision is the commit the binary was built from, with "+dirty" when
-// the tree had uncommitted changes: from the build info, else from git.
-func revision() string {
-	rev, dirty := "", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				rev = s.Value
-			}
-			if s.Key == "vcs.modified" && s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && strings.TrimSpace(string(st)) != "" {
-			dirty = "+dirty"
-		}
-	}
-	return rev[:min(len(rev), 9)] + dirty
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

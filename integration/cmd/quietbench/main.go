@@ -63,7 +63,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -71,15 +70,15 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/freshinformer/freshinformer/integration/internal/runinfo"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -233,7 +232,7 @@ func run() error {
 	if err := b.setupElsewhere(ctx); err != nil {
 		return err
 	}
-	began, loadStart, rev := time.Now(), loadAvg(), revision()
+	began, loadStart, rev := time.Now(), runinfo.LoadAvg(), runinfo.Revision()
 	var results []*result
 	var curve []curveRow
 	if slices.Contains(modes, "quiet") {
@@ -260,7 +259,7 @@ func run() error {
 	fmt.Printf("\n`%s`\n\n", commandLine())
 	fmt.Printf("%s, GOMAXPROCS %d, kube-apiserver %s, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), serverVersion,
 		began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), rev)
-	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n", loadStart, loadAvg())
+	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n", loadStart, runinfo.LoadAvg())
 	fmt.Printf("objects: cached = Secrets (watch cache), uncached = %s (no watch cache), %d-byte payload each; response content types: %s\n",
 		controlplane.UncachedResource, *payloadBytes, strings.Join(b.contentTypes(), ", "))
 	if len(results) > 0 {
@@ -872,47 +871,4 @@ func commandLine() string {
 		args = append(args, a)
 	}
 	return strings.Join(args, " ")
-}
-
-// loadAvg is the machine's load average (1, 5 and 15 minutes).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
-}
-
-// revision is the commit this binary was built from (+dirty when the tree
-// had changes), as the go command stamped it or, failing that, as git
-// reports the working tree.
-func revision() string {
-	var rev, dirty string
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "+dirty"
-				}
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-			dirty = "+dirty"
-		}
-	}
-	return rev[:min(len(rev), 9)] + dirty
 }

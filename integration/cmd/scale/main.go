@@ -30,7 +30,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -39,7 +38,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +45,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/freshinformer/freshinformer/integration/internal/runinfo"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -141,7 +141,7 @@ func run() error {
 		sizes = append(sizes, n)
 	}
 
-	began, loadStart, rev := time.Now(), loadAvg(), revision() // the tree as built, before any edit during the run
+	began, loadStart, rev := time.Now(), runinfo.LoadAvg(), runinfo.Revision() // the tree as built, before any edit during the run
 	var rows []string
 	row := func(what, plain, fresh, ratio string) {
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", what, plain, fresh, ratio))
@@ -166,7 +166,7 @@ func run() error {
 	}
 
 	fmt.Printf("\n%s, GOMAXPROCS %d, %s to %s, library at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), began.UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339), rev)
-	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n\n", loadStart, loadAvg())
+	fmt.Printf("load average (1, 5, 15 min) at start: %s; at end: %s\n\n", loadStart, runinfo.LoadAvg())
 	fmt.Println("| measurement | client-go informer | FreshInformer | ratio / difference |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, r := range rows {
@@ -741,51 +741,6 @@ func measureIdle(ctx context.Context, cs kubernetes.Interface, ns string) (plain
 		logf("idle fresh=%v: %.3fs CPU", isFresh, c.Seconds())
 	}
 	return plainCPU, freshCPU, probes, nil
-}
-
-// loadAvg is the machine's load average (1, 5 and 15 minutes), as uptime
-// prints it: on a shared machine, the context every figure needs.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
-}
-
-// revision is the commit this binary was built from (+dirty when the tree
-// had changes): as the go command stamped it, or, when it did not
-// (-buildvcs=false), as git reports the working tree, which `make scale`
-// has just built from.
-func revision() string {
-	var rev, dirty string
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "+dirty"
-				}
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-			dirty = "+dirty"
-		}
-	}
-	return rev[:min(len(rev), 9)] + dirty
 }
 
 // alternating says which informer runs first in round i (fresh: true),
