@@ -243,10 +243,34 @@ func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
 	}
 
 	// End to end: the user's handler sees ErrStaleList on the list+watch path.
+	inf, lw, w, watchErrors := startRecordingWatchErrors(t)
+	w.Add(cm("a", "20"))
+	waitFresh(t, inf, "20")
+	lw.queueLists(listResponse{rv: "15"}, listResponse{rv: "30"})
+	w.Error(goneError())
+	waitFresh(t, inf, "30")
+	seen := watchErrors()
+	n := 0
+	for _, err := range seen {
+		if errors.Is(err, reflector.ErrStaleList) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("user handler saw %d stale-list errors among %v, want 1", n, seen)
+	}
+}
+
+// startRecordingWatchErrors starts a scripted informer (list then watch)
+// whose watch error handler records what it is given, and returns it
+// synced, with its watch and the errors recorded so far.
+func startRecordingWatchErrors(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher, func() []error) {
+	t.Helper()
 	var mu sync.Mutex
 	var seen []error
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1)) // see startScripted
+	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...) // see startScripted
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		mu.Lock()
 		seen = append(seen, err)
@@ -257,21 +281,10 @@ func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
 	runInformer(t, inf)
 	w := lw.nextWatcher()
 	waitSynced(t, inf)
-	w.Add(cm("a", "20"))
-	waitFresh(t, inf, "20")
-	lw.queueLists(listResponse{rv: "15"}, listResponse{rv: "30"})
-	w.Error(goneError())
-	waitFresh(t, inf, "30")
-	mu.Lock()
-	defer mu.Unlock()
-	n := 0
-	for _, err := range seen {
-		if errors.Is(err, reflector.ErrStaleList) {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("user handler saw %d stale-list errors among %v, want 1", n, seen)
+	return inf, lw, w, func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 }
 

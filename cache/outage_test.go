@@ -5,14 +5,12 @@ import (
 	"errors"
 	"net"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -122,20 +120,7 @@ func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 // error reaches it here.
 func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 	regs := newRegressionLog()
-	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1), WithRegressionHandler(regs.handle))
-	var mu sync.Mutex
-	var handlerErrs []error
-	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
-		mu.Lock()
-		handlerErrs = append(handlerErrs, err)
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	runInformer(t, inf)
-	w := lw.nextWatcher()
-	waitSynced(t, inf)
+	inf, lw, w, watchErrors := startRecordingWatchErrors(t, WithRegressionHandler(regs.handle))
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
@@ -153,10 +138,8 @@ func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 	if cached(inf, "a") != "40" {
 		t.Fatalf("a=%q after the relist", cached(inf, "a"))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(handlerErrs) > 0 {
-		t.Fatalf("the Reflector's ListAndWatch returned (and backed off) with %v", handlerErrs)
+	if errs := watchErrors(); len(errs) > 0 {
+		t.Fatalf("the Reflector's ListAndWatch returned (and backed off) with %v", errs)
 	}
 	if o := lw.lastListOptions(); o.ResourceVersion != "" {
 		t.Fatalf("relist options %+v, want a consistent read", o)
