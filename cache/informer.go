@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +46,9 @@ type FreshInformer struct {
 	processor   *handlers.Processor
 	metrics     InformerMetrics // nil without WithMetrics
 	quietDelay  time.Duration   // WithQuietProbeDelay
-	// snapshotLimit is WithSnapshotProbeLimit's; cachedKeys counts the
-	// indexer's keys (kept by apply.go) so that routing a probe costs no
-	// scan of the indexer.
+	// snapshotLimit is WithSnapshotProbeLimit's, defaulted (negative:
+	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
+	// that routing a probe costs no scan of the indexer.
 	snapshotLimit int
 	cachedKeys    atomic.Int64
 	quiet         quietProbe // bounded freshness on quiet resources (quietprobe.go)
@@ -117,15 +116,7 @@ func NewSharedIndexInformer(lw toolscache.ListerWatcher, exampleObject runtime.O
 // NewSharedIndexInformerWithOptions returns a FreshInformer over lw
 // configured by options.
 func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObject runtime.Object, options Options) *FreshInformer {
-	if options.Clock == nil {
-		options.Clock = clock.RealClock{}
-	}
-	if options.ObjectDescription == "" {
-		options.ObjectDescription = fmt.Sprintf("%T", exampleObject)
-	}
-	if options.Resource.Empty() {
-		options.Resource = exampleResource(exampleObject, options) // resources.go
-	}
+	options = options.withDefaults(exampleObject)
 	f := &FreshInformer{
 		lw:                   lw,
 		resource:             options.Resource,

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -166,6 +167,26 @@ var ErrUnknownResource = resources.ErrUnknown
 // client-go guesses it). Either may be nil.
 func WithScheme(s *runtime.Scheme, mapper meta.RESTMapper) Option {
 	return func(o *Options) { o.resourceMapper = resources.Mapper{Scheme: s, RESTMapper: mapper} }
+}
+
+// withDefaults fills in what o leaves unset: the one place an informer's
+// defaults are set. The probe delay's default depends on the route a probe
+// takes at the time (probeDelay), and the regression bound's is the
+// Guard's (reflector.DefaultAcceptRegressionAfter).
+func (o Options) withDefaults(exampleObject runtime.Object) Options {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.ObjectDescription == "" {
+		o.ObjectDescription = fmt.Sprintf("%T", exampleObject)
+	}
+	if o.Resource.Empty() {
+		o.Resource = exampleResource(exampleObject, o)
+	}
+	if o.SnapshotProbeLimit == 0 {
+		o.SnapshotProbeLimit = DefaultSnapshotProbeLimit
+	}
+	return o
 }
 
 // exampleResource names an informer's resource from its example object;

@@ -199,9 +199,9 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 	var server freshness.RV
 	var back listRegression
 	var err error
-	if limit := f.snapshotLimitOrDefault(); limit >= 0 {
+	if f.snapshotLimit >= 0 {
 		var s snapshot
-		if s, err = f.listSnapshot(ctx, int64(max(limit, 1))); err == nil {
+		if s, err = f.listSnapshot(ctx, int64(f.snapshotLimit)); err == nil {
 			server = s.rv
 			if server.AtLeast(floor) {
 				_, back = f.applySnapshot(s, gen)

@@ -54,20 +54,11 @@ func WithSnapshotProbeLimit(n int) Option {
 	return func(o *Options) { o.SnapshotProbeLimit = n }
 }
 
-// snapshotLimitOrDefault is the configured limit; <0 means off.
-func (f *FreshInformer) snapshotLimitOrDefault() int {
-	if f.snapshotLimit == 0 {
-		return DefaultSnapshotProbeLimit
-	}
-	return f.snapshotLimit
-}
-
 // snapshotRoute reports whether probes take the snapshot route: the
 // informer is small enough, or its resource gets no bookmarks (then the
 // other route is a relist, which lists as much).
 func (f *FreshInformer) snapshotRoute() bool {
-	limit := f.snapshotLimitOrDefault()
-	return limit >= 0 && f.lw != nil && (f.cachedKeys.Load() <= int64(limit) || f.quiet.noBookmarks.Load())
+	return f.snapshotLimit >= 0 && f.lw != nil && (f.cachedKeys.Load() <= int64(f.snapshotLimit) || f.quiet.noBookmarks.Load())
 }
 
 // snapshot is a consistent list of the informer's objects (its namespace
