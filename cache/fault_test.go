@@ -257,7 +257,7 @@ var faultKindList = []faultKind{
 			}
 		}
 	}},
-	{name: "ephemeral", weight: 2, do: func(r *seedRun) { r.ephemeral() }},
+	{name: "ephemeral", weight: 3, do: func(r *seedRun) { r.ephemeral() }},
 	{name: "handler-add", weight: 2, do: func(r *seedRun) { r.addHandler() }},
 	{name: "handler-remove", weight: 1, do: func(r *seedRun) { r.removeHandler() }},
 	{name: "deadline-storm", weight: 1, do: func(r *seedRun) { r.storm(false) }},
@@ -1105,22 +1105,28 @@ func (r *seedRun) ephemeral() {
 	n := 1 + r.rng.IntN(3)
 	updates := r.rng.IntN(2) == 0
 	end := r.rng.IntN(4) // 1: close the streams, 2: 410 Gone, meanwhile
-	thawAfter := 150*time.Millisecond + r.jitter(400*time.Millisecond)
-	r.quietFor(thawAfter + 50*time.Millisecond)
+	linger := r.jitter(200 * time.Millisecond)
 	r.hushed.Add(1)
 	r.after(0, func() {
 		defer r.hushed.Add(-1)
+		// Start as the clean quiet spells do (see elsewhere): no other
+		// wait pending, so that the probe's backoff starts afresh.
+		for deadline := time.Now().Add(time.Second); r.inf.Stats().PendingWaiters > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		r.quietFor(1500 * time.Millisecond)
+		quiet := r.quietUntil.Load()
 		time.Sleep(5 * time.Millisecond) // a write in flight lands
 		for i := range r.srv.Replicas() {
 			r.srv.Freeze(i)
 		}
-		start := time.Now()
 		defer func() {
 			select {
-			case <-time.After(thawAfter - time.Since(start)):
+			case <-time.After(linger):
 			case <-r.done:
 			}
 			r.srv.ThawAll()
+			r.quietUntil.CompareAndSwap(quiet, time.Now().UnixNano()) // unless paused longer since
 			r.trace("ephemeral: thawed")
 		}()
 		for range n {
@@ -1144,7 +1150,7 @@ func (r *seedRun) ephemeral() {
 			return
 		}
 		r.trace("ephemeral: %d keys, elsewhere %d", n, rev)
-		if r.waitAndCheck(epoch, rev, thawAfter) == nil {
+		if r.waitAndCheck(epoch, rev, time.Second) == nil {
 			r.count("ephemeral-fresh-frozen", 1)
 		}
 		switch end {
