@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -55,6 +56,55 @@ func configOf(seed uint64) faultConfig {
 
 func (c faultConfig) String() string {
 	return fmt.Sprintf("WatchListClient=%v,AtomicFIFO=%v", c.watchList, c.atomicFIFO)
+}
+
+// probeRoute is how a seed's informer proves a quiet stream fresh (doc.go,
+// "Quiet resources").
+type probeRoute int
+
+const (
+	// routeNone turns probing off (WithQuietProbeDelay(-1)): the informer
+	// holds exactly one watch, so that a leaked one shows.
+	routeNone probeRoute = iota
+	// routeBookmark turns the snapshot route off (WithSnapshotProbeLimit(-1)):
+	// the auxiliary watch's bookmark, after DefaultQuietProbeDelay.
+	routeBookmark
+	// routeSnapshot keeps the defaults: the model's informers are small, so
+	// a snapshot after DefaultSnapshotProbeDelay, and the bookmark route
+	// when the snapshot differs from the cache.
+	routeSnapshot
+)
+
+func (p probeRoute) String() string {
+	return [...]string{"none", "bookmark", "snapshot"}[p]
+}
+
+// routeOf decides a seed's probe route from the seed, so that every gate
+// configuration (seed%4) gets every route: within a configuration,
+// successive seeds (seed/4) alternate between the snapshot route and the
+// others, which alternate in pairs between none and bookmark. Any 8
+// consecutive seeds (the -short run) run the snapshot route in every
+// configuration; 24 run every route in every configuration.
+func routeOf(seed uint64) probeRoute {
+	switch k := seed / 4; {
+	case k%2 == 1:
+		return routeSnapshot
+	case (k/2)%2 == 0:
+		return routeNone
+	default:
+		return routeBookmark
+	}
+}
+
+// fullPagesOf says whether the model answers a list with a limit with
+// that many items (as kube-apiserver does) rather than with short pages
+// of 2 to 7: every other snapshot-route seed in a configuration (the
+// first of any 8 consecutive seeds among them), so that the snapshot
+// route's one list can hold the whole collection and prove the cache
+// fresh. With short pages the snapshot is a first page, which proves
+// nothing, and the bookmark route follows it.
+func fullPagesOf(seed uint64) bool {
+	return routeOf(seed) == routeSnapshot && (seed/8)%2 == 0
 }
 
 func (c faultConfig) set(t *testing.T) {
@@ -207,6 +257,7 @@ var faultKindList = []faultKind{
 			}
 		}
 	}},
+	{name: "ephemeral", weight: 3, do: func(r *seedRun) { r.ephemeral() }},
 	{name: "handler-add", weight: 2, do: func(r *seedRun) { r.addHandler() }},
 	{name: "handler-remove", weight: 1, do: func(r *seedRun) { r.removeHandler() }},
 	{name: "deadline-storm", weight: 1, do: func(r *seedRun) { r.storm(false) }},
@@ -335,6 +386,8 @@ func allowedKinds() []faultKind {
 type seedReport struct {
 	seed     uint64
 	cfg      faultConfig
+	route    probeRoute
+	probe    ProbeStats
 	schedule []string
 	failures []string
 	counts   map[string]int
@@ -354,13 +407,18 @@ func (r *seedReport) summary() string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s=%d", k, r.counts[k])
 	}
-	return fmt.Sprintf("seed %d %s in %s:%s; informer %+v; server %+v", r.seed, r.cfg, r.took.Round(time.Millisecond), b.String(), r.stats, r.srv)
+	route := r.route.String()
+	if fullPagesOf(r.seed) {
+		route += "(full pages)"
+	}
+	return fmt.Sprintf("seed %d %s route=%s in %s:%s; informer %+v; probes %+v; server %+v", r.seed, r.cfg, route, r.took.Round(time.Millisecond), b.String(), r.stats, r.probe, r.srv)
 }
 
 type seedRun struct {
 	seed        uint64
 	streams     int // watch streams the informer may hold open at once
 	cfg         faultConfig
+	route       probeRoute
 	rng         *rand.Rand // the schedule's; used by the driver goroutine only
 	srv         *apimodel.Server
 	inf         *FreshInformer
@@ -373,6 +431,8 @@ type seedRun struct {
 	recorded      atomic.Uint64 // the newest write recorded with RecordWrite
 	recordedEpoch atomic.Int64  // and its epoch
 	quietUntil    atomic.Int64  // the writer pauses until then (UnixNano)
+	hushed        atomic.Int32  // while > 0, waiters wait only for committed revisions
+	ephemeralSeq  atomic.Int64  // names of keys the ephemeral fault creates
 	done          chan struct{} // closed when the fault phase and the workload end
 
 	mu        sync.Mutex
@@ -384,6 +444,7 @@ type seedRun struct {
 	regs      []toolscache.ResourceEventHandlerRegistration
 	timers    sync.WaitGroup
 	regresses bool // a fault that makes a declared regression legitimate ran
+	misbehave bool // a misbehaving fault ran
 
 	traceMu  sync.Mutex
 	timeline []string // -fault.trace
@@ -442,6 +503,18 @@ func (r *seedRun) after(d time.Duration, f func()) {
 // after a restore finds keys nobody rewrote.
 func (r *seedRun) quiet(d time.Duration) {
 	r.quietUntil.Store(time.Now().Add(r.jitter(d)).UnixNano())
+}
+
+// quietFor pauses the writer for d from now, unless it is paused longer
+// already; any goroutine may call it.
+func (r *seedRun) quietFor(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := r.quietUntil.Load()
+		if cur >= until || r.quietUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }
 
 // faultsFor turns faults on for d.
@@ -516,10 +589,14 @@ func (r *seedRun) misbehaved() bool {
 
 func runFaultSeed(seed uint64) *seedReport {
 	rng := rand.New(rand.NewPCG(seed, 0xfa017))
+	replicas, pageSize := 1+rng.IntN(3), 2+rng.IntN(6)
+	if fullPagesOf(seed) {
+		pageSize = 64 // more than the keys: a limit is honoured
+	}
 	r := &seedRun{
-		seed: seed, cfg: configOf(seed), rng: rng,
+		seed: seed, cfg: configOf(seed), route: routeOf(seed), rng: rng,
 		srv: apimodel.New(apimodel.Options{
-			Seed: seed, Replicas: 1 + rng.IntN(3), PageSize: 2 + rng.IntN(6),
+			Seed: seed, Replicas: replicas, PageSize: pageSize,
 			TooLargeWait: time.Duration(20+rng.IntN(80)) * time.Millisecond,
 		}),
 		keys:        6 + rng.IntN(20),
@@ -541,13 +618,17 @@ func runFaultSeed(seed uint64) *seedReport {
 	if rng.IntN(3) == 0 {
 		resync = time.Second
 	}
-	// Half the seeds run the quiet-resource probes (a second, short watch
-	// at times); the other half keep the informer to exactly one watch, so
-	// that a leaked one shows.
-	probeDelay := time.Duration(-1)
-	r.streams = 1
-	if rng.IntN(2) == 0 {
-		r.streams, probeDelay = 2, DefaultQuietProbeDelay
+	// The seed's probe route (routeOf): with probes, a second, short
+	// watch at times (the bookmark route's); without, the informer keeps
+	// to exactly one watch, so that a leaked one shows.
+	var routeOpt Option
+	switch r.route {
+	case routeNone:
+		r.streams, routeOpt = 1, WithQuietProbeDelay(-1)
+	case routeBookmark:
+		r.streams, routeOpt = 2, WithSnapshotProbeLimit(-1)
+	default:
+		r.streams, routeOpt = 2, func(*Options) {}
 	}
 	var lw toolscache.ListerWatcher = r.srv
 	if *faultTrace {
@@ -557,7 +638,7 @@ func runFaultSeed(seed uint64) *seedReport {
 		WithName(fmt.Sprintf("fault-%d", seed)),
 		WithAcceptRegressionAfter(r.acceptAfter),
 		WithRegressionHandler(func(g reflector.Regression) { r.regressions.Add(1); r.trace("REGRESSION %+v", g) }),
-		WithQuietProbeDelay(probeDelay),
+		routeOpt,
 	)
 	staleMsg, _, _ := strings.Cut((&reflector.StaleListError{ListResourceVersion: "\x00"}).Error(), "\x00")
 	_ = r.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *toolscache.Reflector, err error) {
@@ -581,8 +662,8 @@ func runFaultSeed(seed uint64) *seedReport {
 		defer r.mu.Unlock()
 		r.traceMu.Lock()
 		defer r.traceMu.Unlock()
-		return &seedReport{seed: seed, cfg: r.cfg, schedule: r.schedule, failures: r.failures, counts: r.counts,
-			took: time.Since(r.start), stats: r.inf.Stats(), srv: r.srv.Stats(), timeline: r.timeline}
+		return &seedReport{seed: seed, cfg: r.cfg, route: r.route, schedule: r.schedule, failures: r.failures, counts: r.counts,
+			took: time.Since(r.start), stats: r.inf.Stats(), probe: r.inf.ProbeStats(), srv: r.srv.Stats(), timeline: r.timeline}
 	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	synced := toolscache.WaitForCacheSync(syncCtx.Done(), r.inf.HasSynced)
@@ -601,6 +682,7 @@ func runFaultSeed(seed uint64) *seedReport {
 	for i := range 3 {
 		work.Go(func() { r.waiter(rand.New(rand.NewPCG(seed, 10+uint64(i)))) })
 	}
+	work.Go(func() { r.elsewhere(rand.New(rand.NewPCG(seed, 30))) })
 	var sampler sync.WaitGroup
 	samplerStop := make(chan struct{})
 	sampler.Go(func() { r.sample(samplerStop) })
@@ -700,6 +782,9 @@ func (r *seedRun) runSchedule() {
 		if k.regresses || k.misbehaving {
 			r.regresses = true
 		}
+		if k.misbehaving {
+			r.misbehave = true
+		}
 		r.mu.Unlock()
 		k.do(r)
 	}
@@ -752,10 +837,17 @@ func (r *seedRun) waiter(rng *rand.Rand) {
 			return
 		default:
 		}
+		if r.hushed.Load() > 0 {
+			time.Sleep(time.Millisecond) // most waits return at once meanwhile
+		}
 		epoch := r.srv.Epoch()
 		rev := r.srv.Rev()
 		var target uint64
-		switch n := rng.IntN(10); {
+		n := rng.IntN(10)
+		if r.hushed.Load() > 0 && n >= 6 && n < 8 {
+			n = 4 // no revision the server has not committed
+		}
+		switch {
 		case n < 4 && r.recordedEpoch.Load() == int64(epoch):
 			target = max(1, r.recorded.Load()) // a write, as a controller waits for its own
 		case n < 6:
@@ -766,6 +858,74 @@ func (r *seedRun) waiter(rng *rand.Rand) {
 			target = 1 + rng.Uint64N(rev)
 		}
 		r.waitAndCheck(epoch, target, 2*time.Second)
+	}
+}
+
+// elsewhere commits revisions on another resource (WriteElsewhere) and
+// waits for them, as a controller waits on this informer for the resource
+// version its write to another resource returned: the snapshot route's
+// main use. Some waits come in a quiet spell (the writer pauses), when
+// only a probe or a bookmark carrying the revision can prove the cache
+// fresh: in a clean one, no other wait is pending when it begins (the
+// other waiters wait only for committed revisions meanwhile), so that the
+// probe's backoff starts afresh; in the others, the waiters' waits for
+// revisions not yet committed may be pending too. The rest come among
+// writes and faults.
+func (r *seedRun) elsewhere(rng *rand.Rand) {
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-time.After(time.Duration(10+rng.IntN(150)) * time.Millisecond):
+		}
+		kind := "elsewhere"
+		hushed := false
+		switch rng.IntN(4) {
+		case 0:
+			kind, hushed = "elsewhere-clean", true
+			r.hushed.Add(1)
+			for deadline := time.Now().Add(3 * time.Second); r.inf.Stats().PendingWaiters > 0; {
+				if time.Now().After(deadline) { // a storm, a stalled stream
+					kind = "elsewhere-quiet"
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			fallthrough
+		case 1:
+			if kind == "elsewhere" {
+				kind = "elsewhere-quiet"
+			}
+			r.quietFor(time.Duration(150+rng.IntN(350)) * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a write in flight lands
+		}
+		epoch := r.srv.Epoch()
+		var rev uint64
+		for range 1 + rng.IntN(3) {
+			rv, err := r.srv.WriteElsewhere()
+			if err != nil {
+				break // the server is down
+			}
+			rev = rv
+		}
+		if rev == 0 {
+			if hushed {
+				r.hushed.Add(-1)
+			}
+			continue
+		}
+		start := time.Now()
+		err := r.waitAndCheck(epoch, rev, 2*time.Second)
+		if hushed {
+			r.hushed.Add(-1)
+		}
+		switch {
+		case err == nil:
+			r.count(kind+"-fresh", 1)
+			r.count(kind+"-fresh-ms", int(time.Since(start).Milliseconds()))
+		case errors.Is(err, context.DeadlineExceeded):
+			r.count(kind+"-timeout", 1)
+		}
 	}
 }
 
@@ -933,6 +1093,75 @@ func (r *seedRun) converge() {
 	}
 }
 
+// ephemeral creates keys and deletes them again while every replica's
+// watch cache lags (the informer's stream stands still) and the writer
+// pauses, then commits a revision elsewhere and waits for it: on the
+// snapshot route a snapshot proves the cache fresh past those keys, and
+// their events reach the informer behind it once the replicas thaw
+// (ProbeStats.BehindSnapshot: handlers hear of them, the indexer never
+// holds them). Sometimes the streams end meanwhile, so that the watch
+// resumes from the snapshot's revision, past the keys' deletions.
+func (r *seedRun) ephemeral() {
+	n := 1 + r.rng.IntN(3)
+	updates := r.rng.IntN(2) == 0
+	end := r.rng.IntN(4) // 1: close the streams, 2: 410 Gone, meanwhile
+	linger := r.jitter(200 * time.Millisecond)
+	r.hushed.Add(1)
+	r.after(0, func() {
+		defer r.hushed.Add(-1)
+		// Start as the clean quiet spells do (see elsewhere): no other
+		// wait pending, so that the probe's backoff starts afresh.
+		for deadline := time.Now().Add(time.Second); r.inf.Stats().PendingWaiters > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		r.quietFor(1500 * time.Millisecond)
+		quiet := r.quietUntil.Load()
+		time.Sleep(5 * time.Millisecond) // a write in flight lands
+		for i := range r.srv.Replicas() {
+			r.srv.Freeze(i)
+		}
+		defer func() {
+			select {
+			case <-time.After(linger):
+			case <-r.done:
+			}
+			r.srv.ThawAll()
+			r.quietUntil.CompareAndSwap(quiet, time.Now().UnixNano()) // unless paused longer since
+			r.trace("ephemeral: thawed")
+		}()
+		for range n {
+			name := fmt.Sprintf("e%03d", r.ephemeralSeq.Add(1))
+			epoch := r.srv.Epoch()
+			rev, err := r.srv.Create(name, "e")
+			r.recordWrite(epoch, rev, err)
+			if err != nil {
+				return
+			}
+			if updates {
+				rev, err = r.srv.Update(name, "e2")
+				r.recordWrite(epoch, rev, err)
+			}
+			rev, err = r.srv.Delete(name)
+			r.recordWrite(epoch, rev, err)
+		}
+		epoch := r.srv.Epoch()
+		rev, err := r.srv.WriteElsewhere()
+		if err != nil {
+			return
+		}
+		r.trace("ephemeral: %d keys, elsewhere %d", n, rev)
+		if r.waitAndCheck(epoch, rev, time.Second) == nil {
+			r.count("ephemeral-fresh-frozen", 1)
+		}
+		switch end {
+		case 1:
+			r.srv.CloseWatches()
+		case 2:
+			r.srv.GoneWatches()
+		}
+	})
+}
+
 // storm starts 200 waiters for a revision far ahead, with deadlines of a
 // few milliseconds or cancelled at random; each must return its context's
 // error promptly and leave no waiter behind.
@@ -1009,6 +1238,26 @@ func (r *seedRun) finalChecks() {
 	r.mu.Unlock()
 	if !regresses && st.Regressions > 0 {
 		r.failf("%d regressions declared, but the server never went back in time", st.Regressions)
+	}
+	r.mu.Lock()
+	misbehave := r.misbehave
+	r.mu.Unlock()
+	// An honest server's streams never send an event older than what the
+	// informer applied: the events a snapshot moved the applied resource
+	// version past are not out of order (ProbeStats.BehindSnapshot).
+	if !misbehave && st.OutOfOrderRejected > 0 {
+		r.failf("%d events rejected as out of order, but the server never misbehaved (%d behind a snapshot)", st.OutOfOrderRejected, r.inf.ProbeStats().BehindSnapshot)
+	}
+	ps := r.inf.ProbeStats()
+	switch r.route {
+	case routeNone:
+		if ps.Probes > 0 {
+			r.failf("quiet-resource probes are off, but %d ran: %+v", ps.Probes, ps)
+		}
+	case routeBookmark:
+		if ps.Snapshots > 0 || ps.BehindSnapshot > 0 {
+			r.failf("the snapshot route is off, but probes read snapshots: %+v", ps)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1356,5 +1605,33 @@ func (t *tracingLW) List(o metav1.ListOptions) (runtime.Object, error) {
 func (t *tracingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	w, err := t.r.srv.Watch(o)
 	t.r.trace("WATCH rv=%q wl=%v -> err %v", o.ResourceVersion, o.SendInitialEvents != nil, err)
-	return w, err
+	if err != nil {
+		return nil, err
+	}
+	return &tracingWatch{Interface: w, r: t.r, ch: make(chan watch.Event)}, nil
+}
+
+// tracingWatch traces the events a watch delivers (-fault.trace).
+type tracingWatch struct {
+	watch.Interface
+	r    *seedRun
+	ch   chan watch.Event
+	once sync.Once
+}
+
+func (w *tracingWatch) ResultChan() <-chan watch.Event {
+	w.once.Do(func() {
+		go func() {
+			defer close(w.ch)
+			for ev := range w.Interface.ResultChan() {
+				name, rv := "", ""
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					name, rv = m.GetName(), m.GetResourceVersion()
+				}
+				w.r.trace("  event %s %s@%s", ev.Type, name, rv)
+				w.ch <- ev
+			}
+		}()
+	})
+	return w.ch
 }

@@ -4,7 +4,9 @@
 //
 // The model keeps what the real server keeps: one global revision (etcd's),
 // an event history with a compaction point, and one watch cache per
-// apiserver replica. It serves lists, watches and watch-lists through a
+// apiserver replica; WriteElsewhere commits a revision on another resource
+// of the same etcd (no event, no object: lists and bookmarks may carry it).
+// It serves lists, watches and watch-lists through a
 // ListerWatcher with the resource-version semantics of the Kubernetes API
 // Concepts document:
 //

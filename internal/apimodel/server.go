@@ -139,6 +139,9 @@ type Stats struct {
 	// StaleProxyLists counts lists and watch-lists answered by the stale
 	// proxy.
 	StaleProxyLists int
+	// ElsewhereWrites counts revisions committed off the resource
+	// (WriteElsewhere).
+	ElsewhereWrites int
 }
 
 type record struct {
@@ -267,6 +270,30 @@ func (s *Server) Delete(name string) (uint64, error) {
 		return 0, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 	}
 	return s.commitLocked(watch.Deleted, cur.DeepCopy()), nil
+}
+
+// WriteElsewhere commits a revision that is not on the modelled resource:
+// a write to another resource of the same etcd (a controller's write to
+// another kind, or a lease renewal). It bumps the global revision and
+// returns it; there is no event and no object, so lists report the new
+// revision over unchanged items and watches send nothing for it. As with
+// etcd's progress notifications, the watch caches (replicas not frozen)
+// reach the revision too: a later bookmark, and a watch-list's or a
+// NotOlderThan list's revision, may carry it. It fails, as the other
+// writes do, while the server is down.
+func (s *Server) WriteElsewhere() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return 0, unavailable()
+	}
+	s.rev++
+	s.stats.ElsewhereWrites++
+	for w := range s.watchers {
+		s.deliverLocked(w) // nothing to send; the stream stands at the new revision
+	}
+	s.broadcastLocked()
+	return s.rev, nil
 }
 
 func (s *Server) commitLocked(typ watch.EventType, obj *corev1.ConfigMap) uint64 {

@@ -445,3 +445,107 @@ func TestClientGoReflector(t *testing.T) {
 		t.Fatalf("expected a relist and several watches: %+v", st)
 	}
 }
+
+// TestWriteElsewhere: a revision committed on another resource bumps the
+// revision lists report and that bookmarks may carry, with no event and no
+// object; a frozen replica reaches it only when thawed; a down server
+// refuses it.
+func TestWriteElsewhere(t *testing.T) {
+	s := New(Options{Seed: 1, Replicas: 1, TooLargeWait: 20 * time.Millisecond})
+	defer s.Close()
+	populate(t, s) // a@5 c@4, at 6
+	w, err := s.Watch(metav1.ListOptions{ResourceVersion: "6", AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rev, err := s.WriteElsewhere()
+	if err != nil || rev != 7 {
+		t.Fatalf("WriteElsewhere = %d, %v; want 7", rev, err)
+	}
+	if s.Rev() != 7 || s.Stats().ElsewhereWrites != 1 {
+		t.Fatalf("rev %d, stats %+v", s.Rev(), s.Stats())
+	}
+	// Lists report the new revision over the same items.
+	if l := list(t, s, metav1.ListOptions{}); l.ResourceVersion != "7" || names(l) != "a@5 c@4 " {
+		t.Fatalf("most recent: rv %s items %s", l.ResourceVersion, names(l))
+	}
+	if l := list(t, s, metav1.ListOptions{ResourceVersion: "7", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}); l.ResourceVersion != "7" || names(l) != "a@5 c@4 " {
+		t.Fatalf("not older than 7: rv %s items %s", l.ResourceVersion, names(l))
+	}
+	if l := list(t, s, metav1.ListOptions{ResourceVersion: "7", ResourceVersionMatch: metav1.ResourceVersionMatchExact}); l.ResourceVersion != "7" || names(l) != "a@5 c@4 " {
+		t.Fatalf("exact 7: rv %s items %s", l.ResourceVersion, names(l))
+	}
+	// No event: the next thing the stream sends is a bookmark at 7, then
+	// the next write's event.
+	s.Bookmark()
+	if got := describe(next(t, w)); got != "BOOKMARK @7" {
+		t.Fatalf("after WriteElsewhere and Bookmark: %s", got)
+	}
+	if _, err := s.Update("c", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(next(t, w)); got != "MODIFIED c@8" {
+		t.Fatalf("next event: %s", got)
+	}
+	// A watch from the revision committed elsewhere starts there.
+	w2, err := s.Watch(metav1.ListOptions{ResourceVersion: "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(next(t, w2)); got != "MODIFIED c@8" {
+		t.Fatalf("watch from 7: %s", got)
+	}
+	w2.Stop()
+	// A watch-list's initial-events-end bookmark carries it.
+	if _, err := s.WriteElsewhere(); err != nil { // 9
+		t.Fatal(err)
+	}
+	w3, err := s.Watch(metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ADDED a@5", "ADDED c@8", "BOOKMARK @9 end"} {
+		if got := describe(next(t, w3)); got != want {
+			t.Fatalf("watch-list: got %s, want %s", got, want)
+		}
+	}
+	w3.Stop()
+	// A frozen replica's watch cache does not reach it until thawed: a
+	// NotOlderThan list for it is "too large", and its streams' bookmarks
+	// stay behind.
+	s.Freeze(0)
+	if _, err := s.WriteElsewhere(); err != nil { // 10
+		t.Fatal(err)
+	}
+	if _, err := s.List(metav1.ListOptions{ResourceVersion: "10", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}); !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Fatalf("not older than 10 on a frozen replica: %v", err)
+	}
+	s.Bookmark()
+	if got := describe(next(t, w)); got != "BOOKMARK @9" {
+		t.Fatalf("bookmark from a frozen replica: %s", got)
+	}
+	// A list waiting for the revision is answered once the replica thaws.
+	done := make(chan string)
+	go func() {
+		obj, err := s.List(metav1.ListOptions{ResourceVersion: "10", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- obj.(*corev1.ConfigMapList).ResourceVersion
+	}()
+	s.Thaw(0)
+	if got := <-done; got != "10" {
+		t.Fatalf("not older than 10 after the thaw: %s", got)
+	}
+	s.Bookmark()
+	if got := describe(next(t, w)); got != "BOOKMARK @10" {
+		t.Fatalf("bookmark after the thaw: %s", got)
+	}
+	// Down: refused, the revision stays.
+	s.SetDown(true)
+	if _, err := s.WriteElsewhere(); err == nil || s.Rev() != 10 {
+		t.Fatalf("WriteElsewhere while down: %v, rev %d", err, s.Rev())
+	}
+}
