@@ -139,12 +139,29 @@ func (f *FreshInformer) probeDelay() time.Duration {
 	}
 }
 
-func (f *FreshInformer) joinWait() {
+// joinWait counts a wait for target in its slow path, and arms the probe
+// timer if none is armed. The probes back off while waits stay pending
+// (rearmLocked); a wait for a lower target than any pending one ends the
+// backoff: the pending ones may be out of the server's reach (a made-up
+// or restored target), this one may well not be.
+func (f *FreshInformer) joinWait(target freshness.RV) {
+	low, waited := f.tracker.LowestWaited()
+	lowest := !waited || target.Compare(low) < 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waiters++
-	if !p.stopped && p.timer == nil && !p.runner.Running() {
+	if p.stopped {
+		return
+	}
+	if lowest && p.idle > 0 {
+		p.idle = 0
+		if p.timer != nil {
+			p.timer.Stop()
+			p.timer = nil
+		}
+	}
+	if p.timer == nil && !p.runner.Running() {
 		f.armLocked(f.probeDelay())
 	}
 }
@@ -199,12 +216,17 @@ func (f *FreshInformer) probeDue() {
 
 // runProbe is one probe run (the Runner's function).
 func (f *FreshInformer) runProbe(ctx context.Context) {
+	start := f.tracker.Current()
 	behind := f.probeOnce(ctx)
+	progressed := f.tracker.Current().Compare(start) > 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped || p.waiters == 0 {
 		return
+	}
+	if progressed {
+		p.idle = -1 // the probes are meeting waits: the next at the base delay
 	}
 	f.rearmLocked(behind)
 }

@@ -18,21 +18,18 @@ import (
 // (guarantee 5 of the specification), also while another wait, for a
 // resource version the server has not committed, stays pending.
 //
-// The defect: the probe's backoff (quietProbe.idle, rearmLocked) grows
-// with every probe after which any wait is still pending, and a wait that
-// joins later neither resets it nor re-arms the timer (joinWait arms only
-// when no timer is set). With one wait for an uncommitted resource
-// version pending, successive waits for committed ones are each answered
-// by the next backed-off probe: 20 ms << idle, so about 40, 80, 160, 320,
-// 640 ms, then 1.28 s (the bookmark route: up to maxProbeDelay, 5 s; 30 s
-// once a probe found the server behind every target, behindProbeDelay).
-// In the fault suite this is why waits for revisions committed elsewhere
-// in a quiet spell take about a second on the snapshot route unless no
-// other wait is pending when they begin ("elsewhere-quiet" against
-// "elsewhere-clean"). Every one of those probes advanced the tracker
-// (ProbeStats.Advances), so the backoff is not for want of progress.
+// Found by the fault suite: the probe's backoff (quietProbe.idle,
+// rearmLocked) grew with every probe after which any wait was still
+// pending, and a wait that joined later neither reset it nor re-armed the
+// timer. With one wait for an uncommitted resource version pending,
+// successive waits for committed ones were each answered by the next
+// backed-off probe: 20 ms << idle, so about 40, 80, 160, 320, 640 ms, then
+// 1.28 s (the bookmark route: up to maxProbeDelay, 5 s; 30 s once a probe
+// found the server behind every target, behindProbeDelay), although every
+// one of those probes advanced the tracker. Now a probe that advances the
+// cache resets the backoff, and a wait for a lower target than any pending
+// one ends it.
 func TestSnapshotProbeNotHeldBackByUncommittedWait(t *testing.T) {
-	t.Skip("issue 21: a wait for an uncommitted RV makes the quiet probe back off for later waits for committed RVs (up to 1.28 s on the snapshot route, 5 s/30 s on the bookmark route)")
 	srv := apimodel.New(apimodel.Options{Seed: 1, Replicas: 1, PageSize: 64})
 	defer srv.Close()
 	for i := range 10 {

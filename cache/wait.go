@@ -114,7 +114,7 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
 		return f.tracker.WaitRV(ctx, target)
 	}
-	f.joinWait()
+	f.joinWait(target)
 	defer f.leaveWait()
 	return f.tracker.WaitRV(ctx, target)
 }
@@ -128,7 +128,7 @@ func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop fu
 	c := &afterFreshCall{f: f, fn: fn}
 	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true
-		f.joinWait()
+		f.joinWait(target)
 	}
 	c.stopTracker = f.tracker.AfterFuncCancelable(target, c.fire) // may fire at once
 	return c.stop

@@ -141,7 +141,12 @@ func isWatch(r *http.Request) bool {
 
 func (p *laggingProxy) serve(w http.ResponseWriter, r *http.Request) {
 	watch := isWatch(r)
-	list := !watch && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps")
+	// A lagging replica serves stale lists only to requests that allow
+	// them: a consistent read (resourceVersion unset: freshness probes,
+	// restore checks, Sync) waits for etcd's current revision on any
+	// replica.
+	list := !watch && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") &&
+		r.URL.Query().Get("resourceVersion") != ""
 
 	p.mu.Lock()
 	switch {
