@@ -91,7 +91,8 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 }
 
 // quietProbe is one informer's probe state. Its mutex guards the fields
-// below it; the tracker's lock is never taken under it except by Current.
+// below it; the tracker's lock is never taken under it except by Current
+// and LowestWaited.
 type quietProbe struct {
 	probes, requests, advances, relists        atomic.Uint64
 	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
@@ -145,8 +146,6 @@ func (f *FreshInformer) probeDelay() time.Duration {
 // backoff: the pending ones may be out of the server's reach (a made-up
 // or restored target), this one may well not be.
 func (f *FreshInformer) joinWait(target freshness.RV) {
-	low, waited := f.tracker.LowestWaited()
-	lowest := !waited || target.Compare(low) < 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -154,11 +153,13 @@ func (f *FreshInformer) joinWait(target freshness.RV) {
 	if p.stopped {
 		return
 	}
-	if lowest && p.idle > 0 {
-		p.idle = 0
-		if p.timer != nil {
-			p.timer.Stop()
-			p.timer = nil
+	if p.idle > 0 { // backing off: is this the lowest target? (scanned only then)
+		if low, waited := f.tracker.LowestWaited(); !waited || target.Compare(low) < 0 {
+			p.idle = 0
+			if p.timer != nil {
+				p.timer.Stop()
+				p.timer = nil
+			}
 		}
 	}
 	if p.timer == nil && !p.runner.Running() {
