@@ -167,3 +167,39 @@ func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
 		t.Fatal("a 410 Gone counted as an outage: waits are held")
 	}
 }
+
+// A callback the end of an outage releases may call back into the
+// informer (AfterFreshness's contract): the restore check's runner must
+// not hold its lock while the tracker runs it. Here the callback reads
+// Stats, which asks that runner for its count.
+func TestCallbackReleasedByOutageCheckMayCallTheInformer(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	release := lw.holdProbes()
+	defer release()
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.mu.Unlock()
+	w.Stop()
+	eventually(t, "a failed watch", inf.guard.WatchFailing)
+	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+
+	done := make(chan Stats, 1)
+	inf.AfterFreshness("50", func(err error) {
+		if err != nil {
+			t.Errorf("AfterFreshness(50): %v", err)
+		}
+		done <- inf.Stats()
+	})
+	release()
+	select {
+	case s := <-done:
+		if s.RestoreProbes == 0 {
+			t.Fatalf("Stats from the callback: %+v, want the restore check counted", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callback released by the outage check did not return: it deadlocked calling Stats")
+	}
+}

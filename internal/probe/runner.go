@@ -19,13 +19,15 @@ import (
 // for Start.
 type Runner struct {
 	// OnStart, if set, is called when a run starts while none was in
-	// flight, and OnIdle when the last run of such a series has returned,
-	// both under the Runner's lock: they must be quick and must not call
-	// the Runner. The restore check suspends the informer's tracker in
-	// between.
+	// flight, under the Runner's lock: it must be quick and must not call
+	// the Runner. OnIdle is called once the last run of such a series has
+	// returned, with the lock released, so that what it sets off (the
+	// tracker's callbacks) may call the Runner. The restore check suspends
+	// the informer's tracker in between: the calls balance, though the
+	// next series' OnStart may come before the last one's OnIdle.
 	OnStart, OnIdle func()
 
-	mu      sync.Mutex         // guards the fields below; taken before whatever OnStart and OnIdle take
+	mu      sync.Mutex         // guards the fields below; taken before whatever OnStart takes
 	base    context.Context    // from Start; nil before it and after Stop
 	running bool               // a run is in flight
 	idle    chan struct{}      // closed when the series of runs in flight ends
@@ -68,8 +70,7 @@ func (r *Runner) loop(probe func(context.Context)) {
 	for {
 		r.mu.Lock()
 		if r.base == nil { // stopped
-			r.idleLocked()
-			r.mu.Unlock()
+			r.endSeries()
 			return
 		}
 		ctx, cancel := context.WithCancel(r.base)
@@ -82,8 +83,7 @@ func (r *Runner) loop(probe func(context.Context)) {
 
 		r.mu.Lock()
 		if !r.again {
-			r.idleLocked()
-			r.mu.Unlock()
+			r.endSeries()
 			return
 		}
 		r.again = false
@@ -91,13 +91,16 @@ func (r *Runner) loop(probe func(context.Context)) {
 	}
 }
 
-// idleLocked ends a series of runs. r.mu is held.
-func (r *Runner) idleLocked() {
+// endSeries ends a series of runs: r.mu is held, and released before
+// OnIdle is called.
+func (r *Runner) endSeries() {
 	r.running, r.again, r.cancel = false, false, nil
-	close(r.idle)
+	idle := r.idle
+	r.mu.Unlock()
 	if r.OnIdle != nil {
 		r.OnIdle()
 	}
+	close(idle) // after OnIdle: WaitIdle's callers see what it released
 }
 
 // Running reports whether a run is in flight.

@@ -37,12 +37,11 @@ func TestRunnerRunsOneAtATimeAndCoalesces(t *testing.T) {
 		t.Fatal("not Running with a run in flight")
 	}
 	close(release)
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Running() {
-		if time.Now().After(deadline) {
-			t.Fatal("runs did not end")
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.WaitIdle(ctx) // returns after OnIdle
+	if ctx.Err() != nil || r.Running() {
+		t.Fatal("runs did not end")
 	}
 	if runs.Load() != 2 || r.Runs() != 2 || starts.Load() != 1 || idles.Load() != 1 {
 		t.Fatalf("runs %d (Runs %d), starts %d, idles %d; want 2, 2, 1, 1", runs.Load(), r.Runs(), starts.Load(), idles.Load())
@@ -107,4 +106,29 @@ func TestRunnerWaitIdle(t *testing.T) {
 	if runs.Load() != 2 || r.Running() {
 		t.Fatalf("WaitIdle returned after %d runs, running=%v; want both, idle", runs.Load(), r.Running())
 	}
+}
+
+// OnIdle runs with the Runner's lock released: what it sets off (a
+// tracker's callbacks) may call the Runner, and a run it starts follows.
+func TestRunnerOnIdleMayCallTheRunner(t *testing.T) {
+	r := &Runner{}
+	ran := make(chan uint64, 2)
+	r.OnIdle = func() {
+		if n := r.Runs(); n == 1 {
+			r.Run(func(context.Context) {}, false)
+		} else {
+			ran <- n
+		}
+	}
+	r.Start(context.Background())
+	r.Run(func(context.Context) {}, false)
+	select {
+	case n := <-ran:
+		if n != 2 {
+			t.Fatalf("Runs() = %d in the second OnIdle, want 2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnIdle calling the Runner deadlocked")
+	}
+	r.Stop()
 }
