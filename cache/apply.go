@@ -412,6 +412,8 @@ func (b *listRegression) add(key string, count *int) {
 // told "fresh" can tell from the regression count whether it lost a write.
 // applyMu is held.
 func (f *FreshInformer) observeList(s string, back listRegression) {
+	f.listsApplied++
+	defer f.outage.listed(&f.tracker, f.listsApplied) // once the tracker holds the list's RV
 	rv, err := freshness.ParseRV(s)
 	if s == "0" {
 		// No position (a fake source listing nothing; API servers never
@@ -472,7 +474,6 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	}
 	f.restoring = false
 	f.recent.reset()
-	f.endOutageLocked() // the list is the server's own state
 }
 
 // markIncomparable switches the informer to plain mode until a list's

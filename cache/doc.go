@@ -59,8 +59,8 @@
 // a restore check proves the server is behind, to none until the relist is
 // applied. While a restore check is in flight, a list's regression waits to
 // be declared, or a list or watch request has failed and no consistent read
-// or list has answered since (an outage: the server may come back from a
-// restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
+// sent, nor list requested, after it has answered (an outage: the server may
+// come back from a restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
 // wait is told "fresh" until the question is settled.
 //
 // The guard's floor is the highest RV the queue has delivered (or a probe
@@ -182,7 +182,8 @@
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu, Tracker.mu
 //	afterFreshCall.mu → quietProbe.mu → Guard.mu, Tracker.mu
-//	restore check probe.Runner.mu → Tracker.mu (Suspend, Resume)
+//	applyMu → outage.mu → Tracker.mu
+//	restore check probe.Runner.mu → Tracker.mu (Suspend; Resume runs after it)
 //	quietProbe.mu → its probe.Runner.mu
 //	writeVisibility.mu → Tracker.mu, metrics.Provider.mu
 //

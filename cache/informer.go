@@ -66,17 +66,16 @@ type FreshInformer struct {
 	restoring bool         // a restore was declared: freshness waits for the relist; under applyMu
 	recent    recentRVs    // RVs of recently applied events; under applyMu
 	zone      snapshotZone // the stream behind a snapshot (snapshot.go); under applyMu
-	// outage: a request failed to reach the server, and the tracker is
-	// suspended until a consistent read (or a list) shows the server did
-	// not lose the history the cache applied (restorecheck.go). Under
-	// applyMu.
-	outage       bool
+	// listsApplied counts the lists applied (observeList): the n-th is
+	// the n-th the Guard admitted. Under applyMu.
+	listsApplied uint64
 	incomparable atomic.Bool // the last list's RV cannot be ordered
 	// startOnEvent: the last list was at "0" (a fake source with nothing
 	// in it; API servers never list at "0"), so freshness starts at the
 	// first comparable event or bookmark after it. Under applyMu.
 	startOnEvent  bool
 	restoreChecks *probe.Runner          // restore verification (restorecheck.go)
+	outage        outage                 // waits held after a failed request (restorecheck.go)
 	declare       []reflector.Regression // found while applying; declared once applyMu is released
 	// resumeAfterDeclare: a list that brought a regression moved the
 	// tracker under Suspend; declareFound resumes it once the regression is

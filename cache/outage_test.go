@@ -203,3 +203,84 @@ func TestCallbackReleasedByOutageCheckMayCallTheInformer(t *testing.T) {
 		t.Fatal("the callback released by the outage check did not return: it deadlocked calling Stats")
 	}
 }
+
+// A list the Reflector queued before a request failed says nothing of the
+// server after the failure: applied after it, it must not end the outage
+// (the server the informer reaches next may have lost the history that
+// list came from). Here the list waits for applyMu while the next watch
+// request fails; released, it is applied, and waits stay held until the
+// check answers.
+func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	release := lw.holdProbes()
+	defer release()
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.mu.Unlock()
+
+	inf.applyMu.Lock() // the processing goroutine waits with the list
+	w.Error(goneError())
+	eventually(t, "the watch after the relist to fail", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return len(lw.watchErrs) == 0
+	})
+	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+	inf.applyMu.Unlock()
+	eventually(t, "the list", func() bool {
+		inf.applyMu.Lock()
+		defer inf.applyMu.Unlock()
+		return inf.listsApplied == 2
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := inf.WaitForFreshness(ctx, "50")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness(50) after a list queued before the failure = %v, want it held until the server answers", err)
+	}
+	release()
+	waitFresh(t, inf, "120")
+}
+
+// An outage the check ended begins again at the next failed request, even
+// before a watch starts: a server that answers once and fails again (as
+// one restarting during a restore may) holds waits again.
+func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	release := lw.holdProbes()
+	defer release()
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.mu.Unlock()
+	w.Stop()
+	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+	release()
+	waitFresh(t, inf, "50") // the check answered: the outage is over
+
+	// The Reflector retries its watch after its backoff (0.8 s and more):
+	// that request fails too, and this time the server does not answer.
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.lists = []listResponse{{rv: "120", err: connectionRefused()}}
+	lw.mu.Unlock()
+	eventually(t, "the retried watch to fail", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return len(lw.watchErrs) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := inf.WaitForFreshness(ctx, "50")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness(50) after the second failure = %v, want it held until the server answers", err)
+	}
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	waitFresh(t, inf, "50")
+}

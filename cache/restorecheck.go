@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,26 +82,24 @@ func (f *FreshInformer) launchRestoreCheck() {
 
 // checkRestore runs verifyServer until the server answers, while an
 // outage holds waits back (they must not wait forever on one lost read),
-// or once otherwise.
+// or once otherwise. An answer to a read sent before the last failed
+// request proves nothing of the server after it: the check asks again.
 func (f *FreshInformer) checkRestore(ctx context.Context) {
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: outageCheckMaxInterval}
 	for {
+		failures := f.outage.failed()
 		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		answered := f.verifyServer(rctx)
 		cancel()
-		f.lockApply()
-		if answered {
-			f.endOutageLocked()
-		}
-		retry := !answered && f.outage
-		f.unlockApply()
-		if !retry {
+		if !f.outage.answered(&f.tracker, answered, failures) {
 			return
 		}
+		t := f.clock.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff.Step()):
+		case <-t.C():
 		}
 	}
 }
@@ -129,35 +128,103 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 	}
 }
 
-// beginOutage runs when a list or watch request failed (the Guard's
-// OnRequestFailed): the server may be down or restarting, and the one the
+// outage holds waits back after a list or watch request failed to reach
+// the server: the server may be down or restarting, and the one the
 // informer reaches next may come from an etcd restored without a bumped
 // revision, which hands out again resource versions the cache applied on
-// the history it lost. Until a consistent read (the check the resumed
-// watch starts) or a list shows otherwise, no wait is told "fresh" on the
-// strength of that history. Ordinary watch expiries (410 Gone) do not get
-// here.
-func (f *FreshInformer) beginOutage() {
-	f.lockApply()
-	begun := !f.outage && !f.incomparable.Load()
-	if begun {
-		f.outage = true
-		f.tracker.Suspend()
+// the history it lost. Until a consistent read sent after the last failure
+// (the restore check) or a list requested after it shows otherwise, no
+// wait is told "fresh" on the strength of that history. Ordinary watch
+// expiries (410 Gone) do not begin one.
+type outage struct {
+	// mu guards the fields below. Only Tracker.mu (Suspend, Resume) is
+	// taken under it; it is taken under applyMu (observeList) or alone.
+	mu       sync.Mutex
+	on       bool   // the tracker is suspended for the outage
+	failures uint64 // requests failed; a read sent before the last proves nothing after it
+	// afterLists is how many lists the Guard had admitted at the last
+	// failure: those may still be on their way to the cache, and say
+	// nothing of the server after it.
+	afterLists uint64
+}
+
+// fail records a failed request and reports whether it began an outage
+// (the tracker is then suspended).
+func (o *outage) fail(t *freshness.Tracker, listsAdmitted uint64) (begun bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failures++
+	o.afterLists = listsAdmitted
+	if o.on {
+		return false
 	}
-	f.unlockApply()
-	if begun {
-		// The check retries until the server answers, so that waits are
-		// released one round trip after it is back, whatever the
-		// Reflector's own retry backoff.
-		f.launchRestoreCheck()
+	o.on = true
+	t.Suspend()
+	return true
+}
+
+// failed reports how many requests have failed.
+func (o *outage) failed() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failures
+}
+
+// answered records the restore check's outcome: a read sent after failures
+// failed requests answered (or did not), and reports whether an outage
+// still holds waits. Resume may run the tracker's callbacks: the caller
+// holds no informer lock.
+func (o *outage) answered(t *freshness.Tracker, answered bool, failures uint64) (held bool) {
+	o.mu.Lock()
+	end := o.on && answered && o.failures == failures
+	if end {
+		o.on = false
+	}
+	held = o.on
+	o.mu.Unlock()
+	if end {
+		t.Resume()
+	}
+	return held
+}
+
+// listed records that the cache applied the n-th list the Guard admitted:
+// a list requested after the last failure ends an outage (the server
+// answered, and the cache holds its state). applyMu is held, with the
+// tracker's callbacks.
+func (o *outage) listed(t *freshness.Tracker, n uint64) {
+	o.mu.Lock()
+	end := o.on && n > o.afterLists
+	if end {
+		o.on = false
+		t.Resume()
+	}
+	o.mu.Unlock()
+}
+
+// end ends an outage whatever answered (the informer is a plain one: it
+// tells no wait "fresh" anyway).
+func (o *outage) end(t *freshness.Tracker) {
+	o.mu.Lock()
+	end := o.on
+	o.on = false
+	o.mu.Unlock()
+	if end {
+		t.Resume()
 	}
 }
 
-// endOutageLocked ends an outage's suspension. applyMu is held.
-func (f *FreshInformer) endOutageLocked() {
-	if f.outage {
-		f.outage = false
-		f.tracker.Resume()
+// beginOutage runs when a list or watch request failed (the Guard's
+// OnRequestFailed, on the Reflector's goroutine): see outage. The check
+// it starts retries until the server answers, so that waits are released
+// one round trip after it is back, whatever the Reflector's own retry
+// backoff.
+func (f *FreshInformer) beginOutage() {
+	if f.incomparable.Load() {
+		return
+	}
+	if f.outage.fail(&f.tracker, f.guard.Stats().Lists) {
+		f.launchRestoreCheck()
 	}
 }
 
@@ -168,9 +235,7 @@ func (f *FreshInformer) endOutageLocked() {
 // One consistent read tells (a restore is declared as by checkWrite).
 func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 	if f.incomparable.Load() {
-		f.lockApply()
-		f.endOutageLocked()
-		f.unlockApply()
+		f.outage.end(&f.tracker)
 		return
 	}
 	f.launchRestoreCheck()

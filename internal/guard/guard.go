@@ -52,12 +52,11 @@ type Options struct {
 	// one consistent read and waits for it (bounded): a restore it
 	// declares is relisted at once, on the watch path.
 	OnWatchResumed func(context.Context)
-	// OnRequestFailed, if set, is called when a list or watch request
-	// fails (other than with 410 Gone, which only asks for a relist) and
-	// none had failed since the last watch started: the server may be
-	// down or restarting, and the one the informer reaches next may have
-	// lost history it applied. Called on the Reflector's goroutine; it
-	// must not block.
+	// OnRequestFailed, if set, is called each time a list or watch
+	// request fails (other than with 410 Gone, which only asks for a
+	// relist): the server may be down or restarting, and the one the
+	// informer reaches next may have lost history it applied. Called on
+	// the Reflector's goroutine; it must not block.
 	OnRequestFailed func()
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -503,10 +502,9 @@ func (g *Guard) requestFailed(ctx context.Context, err error) {
 		return
 	}
 	g.mu.Lock()
-	first := !g.watchFailed
 	g.watchFailed = true
 	g.mu.Unlock()
-	if first && g.opts.OnRequestFailed != nil {
+	if g.opts.OnRequestFailed != nil {
 		g.opts.OnRequestFailed()
 	}
 }
