@@ -284,3 +284,50 @@ func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
 	waitFresh(t, inf, "50")
 }
+
+// The relist that follows a declared restore runs on the watch path, so
+// client-go's Reflector never learns its resource version: until the new
+// watch delivers something, the Reflector would resume from the old
+// history's (here 100, past everything the restored server had at 60) and
+// miss the restored server's new writes up to there. A watch that ends
+// before delivering anything resumes from the relist's resource version.
+func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	lw.mu.Lock()
+	lw.watchErrs = []error{connectionRefused()}
+	lw.mu.Unlock()
+	w.Stop()
+	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
+		t.Fatalf("regression %+v", r)
+	}
+	w2 := lw.nextWatcher()
+	waitFresh(t, inf, "60")
+	// It ends before delivering anything, after a second: client-go's
+	// Reflector takes a shorter silent watch for a failure and relists,
+	// and resumes after a longer one.
+	time.Sleep(1100 * time.Millisecond)
+	w2.Stop()
+	w3 := lw.nextWatcher()
+	lw.mu.Lock()
+	got := lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
+	lw.mu.Unlock()
+	if got != "60" {
+		t.Fatalf("the watch after the relist's watch resumed from %q, want the relist's 60", got)
+	}
+	// Once the watch delivers, the Reflector's own resource version is
+	// current again: the next watch resumes from there.
+	w3.Add(cm("b", "70"))
+	waitFresh(t, inf, "70")
+	w3.Stop()
+	lw.nextWatcher()
+	lw.mu.Lock()
+	got = lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
+	lw.mu.Unlock()
+	if got != "70" {
+		t.Fatalf("the next watch resumed from %q, want 70", got)
+	}
+}

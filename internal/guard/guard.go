@@ -76,20 +76,26 @@ type Guard struct {
 
 	// mu guards the fields below. It is a leaf: OnRegression,
 	// OnWatchResumed and OnRequestFailed are called with it released.
-	mu              sync.Mutex
-	delivered       freshness.RV // highest plausible RV delivered to the queue
-	plain           bool         // the last list's RV was not comparable
-	refused         int          // consecutive refusals
-	streakStart     time.Time    // first refusal of the current streak
-	lastRefusal     *reflector.StaleListError
-	pendingWatch    *openWatch
-	fallback        bool       // a watch-list was refused: the next list is client-go's fallback
-	listConsistent  bool       // the last list request was a consistent read
-	admittedAny     bool       // a list was admitted
-	restoring       bool       // a restore was declared: accept the next list whatever its RV
-	forceRelist     bool       // a relist is due: the next plain watch relists first
-	relisting       bool       // the relist that was due has begun; its list is not yet queued
-	watchFailed     bool       // a request failed since the last watch started (see Options.OnWatchResumed)
+	mu             sync.Mutex
+	delivered      freshness.RV // highest plausible RV delivered to the queue
+	plain          bool         // the last list's RV was not comparable
+	refused        int          // consecutive refusals
+	streakStart    time.Time    // first refusal of the current streak
+	lastRefusal    *reflector.StaleListError
+	pendingWatch   *openWatch
+	fallback       bool // a watch-list was refused: the next list is client-go's fallback
+	listConsistent bool // the last list request was a consistent read
+	admittedAny    bool // a list was admitted
+	restoring      bool // a restore was declared: accept the next list whatever its RV
+	forceRelist    bool // a relist is due: the next plain watch relists first
+	relisting      bool // the relist that was due has begun; its list is not yet queued
+	watchFailed    bool // a request failed since the last watch started (see Options.OnWatchResumed)
+	// resumeAt is the resource version of a relist on the watch path
+	// (relist), until the stream delivers something after it or the
+	// Reflector lists: the Reflector never saw that list, so its own
+	// resource version is the old stream's, which after a declared
+	// restore lies past writes of the restored server.
+	resumeAt        string
 	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
 	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
 	queue           *Queue     // NewQueue's: where a relist on the watch path goes
@@ -284,7 +290,7 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) error {
 		// Not comparable: nothing to guard, the informer works as a plain
 		// one until a list is comparable again.
 		wasPlain := g.plain
-		g.plain, g.refused, g.admittedAny = true, 0, true
+		g.plain, g.refused, g.admittedAny, g.resumeAt = true, 0, true, ""
 		g.mu.Unlock()
 		g.lists.Add(1)
 		if !wasPlain {
@@ -339,6 +345,7 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) error {
 
 // admitLocked records an admitted list at rv: the queue now holds rv.
 func (g *Guard) admitLocked(rv freshness.RV) {
+	g.resumeAt = ""
 	g.refused = 0
 	g.restoring = false
 	g.admittedAny = true
@@ -390,6 +397,7 @@ func (g *Guard) admitEvent(rvs string, what string) bool {
 	if rv.Compare(g.delivered) > 0 {
 		g.delivered = rv
 	}
+	g.resumeAt = "" // the Reflector's resource version is this stream's again
 	g.mu.Unlock()
 	return true
 }
@@ -519,6 +527,9 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.mu.Lock()
 		force := g.forceRelist
 		g.forceRelist = false
+		if g.resumeAt != "" {
+			options.ResourceVersion = g.resumeAt
+		}
 		if !force {
 			options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
 		}
@@ -586,6 +597,9 @@ func (lw *guardedListerWatcher) relist(ctx context.Context, options *metav1.List
 		return errRelist()
 	}
 	options.ResourceVersion = rv
+	lw.guard.mu.Lock()
+	lw.guard.resumeAt = rv
+	lw.guard.mu.Unlock()
 	return nil
 }
 
