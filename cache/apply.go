@@ -89,7 +89,7 @@ func (f *FreshInformer) unlockApply() {
 func (f *FreshInformer) declareFound() {
 	f.applyMu.Lock()
 	declare, resume, barrier := f.declare, f.resumeAfterDeclare, f.declareBarrier
-	f.declare, f.resumeAfterDeclare, f.declareBarrier = nil, false, nil
+	f.declare, f.resumeAfterDeclare, f.declareBarrier = nil, 0, nil
 	f.applyMu.Unlock()
 	for _, r := range declare {
 		f.guard.DeclareRegression(r)
@@ -97,9 +97,17 @@ func (f *FreshInformer) declareFound() {
 	if barrier != nil {
 		close(barrier)
 	}
-	if resume {
+	for range resume {
 		f.tracker.Resume()
 	}
+}
+
+// holdUntilDeclared suspends the tracker until declareFound has declared
+// the regressions found so far, so that no waiter the regressing change
+// reaches is released before. applyMu is held.
+func (f *FreshInformer) holdUntilDeclared() {
+	f.tracker.Suspend()
+	f.resumeAfterDeclare++
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
@@ -463,9 +471,8 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		} else {
 			found(reflector.RegressionWritesLost)
 		}
-		f.tracker.Suspend()
+		f.holdUntilDeclared()
 		f.tracker.Advance(rv)
-		f.resumeAfterDeclare = true
 	}
 	if rv.Compare(prev) < 0 || f.restoring || back.keys > 0 || back.lostWrites > 0 {
 		f.written.reset() // the history was rewritten: old writes say nothing of it

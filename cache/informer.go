@@ -77,10 +77,11 @@ type FreshInformer struct {
 	restoreChecks *probe.Runner          // restore verification (restorecheck.go)
 	outage        outage                 // waits held after a failed request (restorecheck.go)
 	declare       []reflector.Regression // found while applying; declared once applyMu is released
-	// resumeAfterDeclare: a list that brought a regression moved the
-	// tracker under Suspend; declareFound resumes it once the regression is
-	// declared, so no waiter the list reaches is released before.
-	resumeAfterDeclare bool
+	// resumeAfterDeclare counts the suspensions (holdUntilDeclared) of a
+	// list or snapshot that brought a regression: declareFound resumes
+	// the tracker that many times once the regressions are declared. A
+	// snapshot may find one while a list's waits to be declared.
+	resumeAfterDeclare int
 	// declareBarrier holds the handlers' notifications from that list
 	// back until the regression is declared.
 	declareBarrier chan struct{}

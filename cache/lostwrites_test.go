@@ -181,3 +181,28 @@ func TestWrittenKeysStayBoundedOnAHealthyStream(t *testing.T) {
 		t.Fatalf("%d distinct keys written, %d in flight at most: the map peaked at %d keys", rounds*inFlight, inFlight, peak)
 	}
 }
+
+// Regressions found by two changes (a list's, a snapshot's) before either
+// is declared each hold the tracker; declaring them releases both holds,
+// or every wait would block for the informer's life.
+func TestEveryHoldUntilDeclaredIsReleased(t *testing.T) {
+	regs := newRegressionLog()
+	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	inf.lockApply()
+	for _, reason := range []reflector.RegressionReason{reflector.RegressionKeysWentBack, reflector.RegressionWritesLost} {
+		inf.declare = append(inf.declare, reflector.Regression{Reason: reason, ListResourceVersion: "100", Floor: "100"})
+		inf.holdUntilDeclared()
+	}
+	inf.unlockApply()
+	if inf.tracker.Reached(mustRV(t, "100")) {
+		t.Fatal("waits released before the regressions were declared")
+	}
+	inf.declareFound()
+	regs.next(t)
+	regs.next(t)
+	if !inf.tracker.Reached(mustRV(t, "100")) {
+		t.Fatal("the tracker is still held after both regressions were declared")
+	}
+}

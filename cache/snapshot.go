@@ -194,8 +194,7 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64) (proved bool
 		slices.Sort(back.sample)
 		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionWritesLost, ListResourceVersion: s.rv.String(),
 			Floor: cur.String(), WritesLost: back.lostWrites, SampleKeys: back.sample})
-		f.tracker.Suspend()
-		f.resumeAfterDeclare = true
+		f.holdUntilDeclared()
 		f.written.reset()
 	} else {
 		f.written.pruneReached(s.rv)
