@@ -354,18 +354,29 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	return nil
 }
 
-// behindStream reports whether an event at rv is older than what the cache
-// applied: a stream's resource versions only grow, so it is out of order,
-// whether or not its key is cached.
+// behindStream reports whether an event at rv is older than what the
+// stream delivered: a stream's resource versions only grow, so it is out of
+// order, whether or not its key is cached. applyMu is held.
 func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
-	return err == nil && !f.incomparable.Load() && f.tracker.Compare(rv) > 0
+	return err == nil && !f.incomparable.Load() && f.streamCompare(rv) > 0
 }
 
 // notNewerThanStream reports whether an event at rv is not newer than what
-// the cache applied. For a key the cache does not hold, that is a replay or
-// a duplicate: every event has a resource version of its own.
+// the stream delivered. For a key the cache does not hold, that is a replay
+// or a duplicate: every event has a resource version of its own. applyMu
+// is held.
 func (f *FreshInformer) notNewerThanStream(rv freshness.RV, err error) bool {
-	return err == nil && !f.incomparable.Load() && f.tracker.Compare(rv) >= 0
+	return err == nil && !f.incomparable.Load() && f.streamCompare(rv) >= 0
+}
+
+// streamCompare compares the stream's position with rv: the applied
+// resource version's, or, behind a snapshot that moved it further, the
+// newest the stream delivered (snapshot.go). applyMu is held.
+func (f *FreshInformer) streamCompare(rv freshness.RV) int {
+	if !f.zone.end.IsZero() {
+		return f.zone.stream.Compare(rv)
+	}
+	return f.tracker.Compare(rv)
 }
 
 // observeEvent advances freshness to an applied event's or bookmark's

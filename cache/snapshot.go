@@ -239,8 +239,9 @@ func (f *FreshInformer) endZone() {
 	z.end, z.ghosts = freshness.RV{}, nil
 }
 
-// zoneEvent handles a watch event at rv if it lies in the snapshot zone:
-// the cache's state already includes it (see matchSnapshot), so the
+// zoneEvent handles a watch event at rv if it lies in the snapshot zone
+// and its key is not cached: the cache's state already includes it (see
+// applySnapshot), so the
 // indexer is left alone and handlers hear of it as client-go's would. It
 // is neither out of order nor a fault. It reports whether the event was
 // the zone's. applyMu is held.
@@ -251,6 +252,11 @@ func (f *FreshInformer) zoneEvent(kind handlers.Kind, obj any, rv freshness.RV, 
 	}
 	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
+		return false
+	}
+	if _, cached, _ := f.indexer.GetByKey(key); cached {
+		// Not a key the snapshot showed gone: the stream brought it
+		// (with a malformed resource version). Applied as any event.
 		return false
 	}
 	f.quiet.behindSnapshot.Add(1)

@@ -330,3 +330,25 @@ func TestSnapshotRouteWithoutWatchCacheAtAnySize(t *testing.T) {
 		t.Fatalf("%+v after %+v: want one snapshot and no relist", st, before)
 	}
 }
+
+// A zone event for a key the indexer holds is applied as any event: the
+// snapshot showed no such key, so the indexer got it from the stream (an
+// add whose resource version was malformed, applied but not comparable),
+// and a deletion behind the snapshot must take it out again.
+func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
+	lw := newStateLW(t, 10, cm("a", "5"))
+	inf, w := startState(t, lw)
+	lw.commit("x", false)
+	deleted := lw.commit("x", true)
+	waitFresh(t, inf, lw.commit("", false)) // the snapshot: x is in neither
+	w.Add(cm("x", "11x"))                   // malformed: applied, not compared
+	w.Delete(cm("x", deleted))
+	w.Add(cm("y", "20"))
+	waitFresh(t, inf, "20")
+	if got := cached(inf, "x"); got != "" {
+		t.Fatalf("x still cached at %q after its deletion", got)
+	}
+	if n, keys := inf.cachedKeys.Load(), len(inf.GetIndexer().ListKeys()); n != int64(keys) {
+		t.Fatalf("cachedKeys %d, indexer %d", n, keys)
+	}
+}
