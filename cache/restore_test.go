@@ -145,3 +145,24 @@ func TestWatchAfterDeclaredListStartsFromIt(t *testing.T) {
 	next.Add(cm("b", "61"))
 	waitFresh(t, inf, "61")
 }
+
+// One restore is declared once, however many reads find it (Sync, a
+// quiet probe and the restore check may each compare a snapshot with the
+// cache at the same time): a read sent before a regression was declared
+// declares nothing.
+func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // the relist
+	gen := inf.guard.Stats().Regressions
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen)
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen) // before the relist
+	regs.next(t)
+	waitFresh(t, inf, "60")
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen) // after it
+	if got := inf.Stats().Regressions; got != 1 {
+		t.Fatalf("%d regressions declared, want 1: %+v", got, regs.all())
+	}
+}

@@ -280,30 +280,39 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 		return false
 	}
 	if !server.AtLeast(floor) {
-		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{})
+		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{}, gen)
 	} else {
-		f.declareWentBack(server, back)
+		f.declareWentBack(server, back, gen)
 	}
 	return true
 }
 
 // declareWentBack declares what a snapshot at server showed (applySnapshot:
-// keys gone back, or writes lost), if anything.
-func (f *FreshInformer) declareWentBack(server freshness.RV, back listRegression) {
+// keys gone back, or writes lost), if anything. gen is the guard's
+// regression count when the snapshot was asked for.
+func (f *FreshInformer) declareWentBack(server freshness.RV, back listRegression, gen uint64) {
 	switch {
 	case back.keys > 0:
-		f.beginRestore(reflector.RegressionKeysWentBack, server, back)
+		f.beginRestore(reflector.RegressionKeysWentBack, server, back, gen)
 	case back.lostWrites > 0:
-		f.beginRestore(reflector.RegressionWritesLost, server, back)
+		f.beginRestore(reflector.RegressionWritesLost, server, back, gen)
 	}
 }
 
 // beginRestore declares that the server's history went back, shown by a
 // read at server, and has the informer start over from the server's state:
 // freshness is forgotten (every wait blocks until the relist is applied).
-func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server freshness.RV, back listRegression) {
+// gen is the guard's regression count when the read was sent: a
+// regression declared since (this restore, found by another read, or a
+// list's) voids it, so that Sync, a quiet probe and the check, which may
+// each find one restore, declare it once.
+func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server freshness.RV, back listRegression, gen uint64) {
 	floor := f.guard.Floor()
 	f.lockApply()
+	if f.restoring || f.guard.Stats().Regressions != gen {
+		f.unlockApply()
+		return
+	}
 	f.restoring = true
 	f.recent.reset()
 	f.endZone()

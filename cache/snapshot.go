@@ -107,7 +107,7 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 		return freshness.RV{}, false, err
 	}
 	proved, back := f.applySnapshot(s, gen)
-	f.declareWentBack(s.rv, back)
+	f.declareWentBack(s.rv, back, gen)
 	return s.rv, proved, nil
 }
 

@@ -525,8 +525,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.startRV(&options, true)
 	} else {
 		g.mu.Lock()
-		force := g.forceRelist
-		g.forceRelist = false
+		force := g.forceRelist // relist's startRV makes it "relisting"
 		if g.resumeAt != "" {
 			options.ResourceVersion = g.resumeAt
 		}
@@ -558,11 +557,10 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.opts.OnWatchResumed(ctx)
 	}
 	g.mu.Lock()
-	if g.forceRelist && !watchList {
+	for g.forceRelist && !watchList {
 		// A relist was asked for while the request was on its way (a slow
-		// connect, or the check above declared a restore): this watch
-		// would resume the old history.
-		g.forceRelist = false
+		// connect, a relist above, or the check above declared a
+		// restore): this watch would resume the old history.
 		g.mu.Unlock()
 		w.Stop()
 		if err := lw.relist(ctx, &options); err != nil {

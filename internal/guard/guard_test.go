@@ -229,7 +229,7 @@ func (p *pendingWatchLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 // a proxy holding it) must not be lost: the watch that then opens would
 // resume the old history, and the Reflector would never relist. It is
 // stopped, and (with no queue to relist into here) the Reflector told 410
-// Gone.
+// Gone; the relist stays pending until the Reflector's list is queued.
 func TestRelistRequestedWhileWatchPending(t *testing.T) {
 	inner := &pendingWatchLW{started: make(chan struct{}), release: make(chan struct{}), w: watch.NewFake()}
 	g := New(Options{InitialFloor: floorAt("100")})
@@ -253,8 +253,8 @@ func TestRelistRequestedWhileWatchPending(t *testing.T) {
 	if !inner.w.IsStopped() {
 		t.Fatal("the watch opened meanwhile was not stopped")
 	}
-	if g.RelistPending() || g.WatchOpen() {
-		t.Fatal("relist still pending, or a watch counted open")
+	if !g.RelistPending() || g.WatchOpen() {
+		t.Fatal("relist no longer pending before its list is queued, or a watch counted open")
 	}
 }
 
@@ -281,5 +281,62 @@ func TestRelistPendingUntilListQueued(t *testing.T) {
 	}
 	if g.RelistPending() {
 		t.Fatal("still pending once the list is queued")
+	}
+}
+
+// gatedListLW holds each list until the test releases it; watches open at
+// once.
+type gatedListLW struct {
+	started chan string // a list's resource version, as it starts
+	release chan struct{}
+	watches chan metav1.ListOptions
+}
+
+func (l *gatedListLW) List(o metav1.ListOptions) (runtime.Object, error) {
+	l.started <- o.ResourceVersion
+	<-l.release
+	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "120"}}, nil
+}
+
+func (l *gatedListLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	l.watches <- o
+	return watch.NewFake(), nil
+}
+
+// A relist on the watch path is pending until its list is queued, as the
+// Reflector's own is (a probe must not ask again meanwhile), and a relist
+// asked for while one runs follows it before the watch is handed to the
+// Reflector, however many times that happens: none is left pending behind
+// an open watch, which would hold it for the watch's whole life.
+func TestRelistOnTheWatchPathStaysPendingAndNoneIsLost(t *testing.T) {
+	inner := &gatedListLW{started: make(chan string), release: make(chan struct{}), watches: make(chan metav1.ListOptions, 8)}
+	g := New(Options{InitialFloor: floorAt("100")})
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	g.RequestRelist()
+	done := make(chan error, 1)
+	go func() {
+		_, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+		done <- err
+	}()
+	for i := range 3 {
+		<-inner.started
+		if !g.RelistPending() {
+			t.Fatalf("relist %d: not pending while its list is on its way", i+1)
+		}
+		if i < 2 {
+			g.RequestRelist() // asked again meanwhile
+		}
+		inner.release <- struct{}{}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if g.RelistPending() {
+		t.Fatal("a relist is still pending behind the watch handed to the Reflector")
+	}
+	if n := g.Stats().Lists; n != 3 {
+		t.Fatalf("%d lists queued, want 3", n)
 	}
 }
