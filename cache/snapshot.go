@@ -156,11 +156,16 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64) (proved bool
 	}
 	checkWrites := f.written.len() > 0
 	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
+	seen := make(map[string]struct{}, len(s.items)) // a key listed twice leaves a cached one unlisted
 	for _, item := range s.items {
 		key, err := toolscache.MetaNamespaceKeyFunc(item)
 		if err != nil {
 			return false, listRegression{}
 		}
+		if _, dup := seen[key]; dup {
+			return false, listRegression{}
+		}
+		seen[key] = struct{}{}
 		listedRVs := resourceVersion(item)
 		listed, err := freshness.ParseRV(listedRVs)
 		if err != nil {
@@ -230,7 +235,8 @@ func (f *FreshInformer) streamAt(rv freshness.RV) {
 
 // endZone ends the snapshot zone. A zone key whose deletion handlers never
 // heard of (the watch resumed past it) is deleted from their view with a
-// tombstone, as a relist would. applyMu is held.
+// tombstone, as a relist would; a handler added since gets it too, though
+// it never heard of the key (the indexer never held it). applyMu is held.
 func (f *FreshInformer) endZone() {
 	z := &f.zone
 	for key, obj := range z.ghosts {

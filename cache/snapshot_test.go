@@ -352,3 +352,18 @@ func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
 		t.Fatalf("cachedKeys %d, indexer %d", n, keys)
 	}
 }
+
+// A snapshot that lists a key twice (no honest server does) proves
+// nothing: as many items as cached keys, each cached at its RV, would
+// otherwise pass with a cached key missing from the list.
+func TestSnapshotWithADuplicateKeyProvesNothing(t *testing.T) {
+	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "9"))
+	inf, _ := startState(t, lw, WithQuietProbeDelay(-1))
+	s := snapshot{rv: mustRV(t, "12"), items: []runtime.Object{cm("a", "5"), cm("a", "5")}, complete: true}
+	if proved, _ := inf.applySnapshot(s, inf.guard.Stats().Regressions); proved {
+		t.Fatal("a snapshot listing a twice (and not b) proved the cache fresh")
+	}
+	if got := inf.LastObservedResourceVersion(); got != "10" {
+		t.Fatalf("applied RV %s, want 10", got)
+	}
+}
