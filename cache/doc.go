@@ -105,8 +105,10 @@
 // is left alone, and handlers hear of them as client-go's informer would
 // tell them (add, update, delete, in order; a key whose deletion the
 // stream skips, because its watch resumed past L, leaves with a tombstone
-// once the stream passes L). ProbeStats.BehindSnapshot counts them. Sync
-// takes the same route: on a small informer it is that one list.
+// once the stream passes L). ProbeStats.BehindSnapshot counts them. Until
+// the stream passes L, events are ordered against what it delivered, not
+// against L. Sync takes the same route: on a small informer it is that one
+// list.
 //
 // The bookmark route, for larger informers, after DefaultQuietProbeDelay:
 //
