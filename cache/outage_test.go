@@ -19,6 +19,49 @@ func connectionRefused() error {
 	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 }
 
+// failWatches makes the next watch requests fail with errs.
+func (lw *scriptedLW) failWatches(errs ...error) {
+	lw.mu.Lock()
+	lw.watchErrs = errs
+	lw.mu.Unlock()
+}
+
+// watchesFailed reports whether every failure failWatches set was met.
+func (lw *scriptedLW) watchesFailed() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return len(lw.watchErrs) == 0
+}
+
+// startOutage starts an informer fresh at 100 (a@100) whose server then
+// goes away: its watch ends and the next watch request is refused. The
+// restore check's reads are held until release; once released, the server
+// answers at 120, holding a@100.
+func startOutage(t *testing.T) (inf *FreshInformer, lw *scriptedLW, release func()) {
+	t.Helper()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	release = lw.holdProbes()
+	t.Cleanup(release)
+	lw.failWatches(connectionRefused())
+	w.Stop()
+	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+	return inf, lw, release
+}
+
+// assertHeld fails unless WaitForFreshness(rv) is still blocked after
+// 300 ms.
+func assertHeld(t *testing.T, inf *FreshInformer, rv, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, rv); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness(%s) %s = %v, want it held until the server answers", rv, when, err)
+	}
+}
+
 // Issue 21 (the restore window): once a watch request has failed, the
 // server the informer reaches next may come from an etcd restored without
 // a bumped revision, which hands out again resource versions the cache
@@ -27,24 +70,8 @@ func connectionRefused() error {
 // read has answered. Here the read is held: the wait blocks; released, it
 // finds the server past the floor and the wait returns.
 func TestWaitDuringOutageWaitsForTheServer(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	release := lw.holdProbes()
-	defer release()
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
-	w.Stop() // the server went away
-	eventually(t, "a failed watch", inf.guard.WatchFailing)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := inf.WaitForFreshness(ctx, "50")
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness(50) during the outage = %v, want it held until the server answers", err)
-	}
+	inf, _, release := startOutage(t)
+	assertHeld(t, inf, "50", "during the outage")
 	release()
 	waitFresh(t, inf, "50")
 	if s := inf.Stats(); s.Regressions != 0 {
@@ -63,9 +90,7 @@ func TestOutageCheckRetriesUntilAnswered(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "120", err: connectionRefused()})
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
+	lw.failWatches(connectionRefused())
 	w.Stop()
 	eventually(t, "two failed checks", func() bool {
 		lw.mu.Lock()
@@ -99,9 +124,7 @@ func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 	// 95, which the old stream had passed.
 	restored := listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", "130")}}
 	lw.queueLists(restored)
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
+	lw.failWatches(connectionRefused())
 	w.Stop()
 	r := regs.next(t)
 	if r.Reason != reflector.RegressionKeysWentBack || r.Keys != 1 || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
@@ -124,9 +147,7 @@ func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
+	lw.failWatches(connectionRefused())
 	w.Stop()
 	r := regs.next(t)
 	declared := time.Now()
@@ -154,15 +175,9 @@ func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	lw.mu.Lock()
-	lw.watchErrs = []error{apierrors.NewResourceExpired("too old resource version")}
-	lw.mu.Unlock()
+	lw.failWatches(apierrors.NewResourceExpired("too old resource version"))
 	w.Stop()
-	eventually(t, "the watch to fail with 410", func() bool {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		return len(lw.watchErrs) == 0
-	})
+	eventually(t, "the watch to fail with 410", lw.watchesFailed)
 	if inf.guard.WatchFailing() || !inf.tracker.Reached(mustRV(t, "100")) {
 		t.Fatal("a 410 Gone counted as an outage: waits are held")
 	}
@@ -173,19 +188,7 @@ func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
 // not hold its lock while the tracker runs it. Here the callback reads
 // Stats, which asks that runner for its count.
 func TestCallbackReleasedByOutageCheckMayCallTheInformer(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	release := lw.holdProbes()
-	defer release()
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
-	w.Stop()
-	eventually(t, "a failed watch", inf.guard.WatchFailing)
-	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
-
+	inf, _, release := startOutage(t)
 	done := make(chan Stats, 1)
 	inf.AfterFreshness("50", func(err error) {
 		if err != nil {
@@ -217,17 +220,11 @@ func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
 	release := lw.holdProbes()
 	defer release()
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
+	lw.failWatches(connectionRefused())
 
 	inf.applyMu.Lock() // the processing goroutine waits with the list
 	w.Error(goneError())
-	eventually(t, "the watch after the relist to fail", func() bool {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		return len(lw.watchErrs) == 0
-	})
+	eventually(t, "the watch after the relist to fail", lw.watchesFailed)
 	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
 	inf.applyMu.Unlock()
 	eventually(t, "the list", func() bool {
@@ -235,13 +232,7 @@ func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
 		defer inf.applyMu.Unlock()
 		return inf.listsApplied == 2
 	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := inf.WaitForFreshness(ctx, "50")
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness(50) after a list queued before the failure = %v, want it held until the server answers", err)
-	}
+	assertHeld(t, inf, "50", "after a list queued before the failure")
 	release()
 	waitFresh(t, inf, "120")
 }
@@ -250,17 +241,7 @@ func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
 // before a watch starts: a server that answers once and fails again (as
 // one restarting during a restore may) holds waits again.
 func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	release := lw.holdProbes()
-	defer release()
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
-	w.Stop()
-	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+	inf, lw, release := startOutage(t)
 	release()
 	waitFresh(t, inf, "50") // the check answered: the outage is over
 
@@ -270,17 +251,8 @@ func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
 	lw.watchErrs = []error{connectionRefused()}
 	lw.lists = []listResponse{{rv: "120", err: connectionRefused()}}
 	lw.mu.Unlock()
-	eventually(t, "the retried watch to fail", func() bool {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		return len(lw.watchErrs) == 0
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err := inf.WaitForFreshness(ctx, "50")
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness(50) after the second failure = %v, want it held until the server answers", err)
-	}
+	eventually(t, "the retried watch to fail", lw.watchesFailed)
+	assertHeld(t, inf, "50", "after the second failure")
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
 	waitFresh(t, inf, "50")
 }
@@ -297,9 +269,7 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.mu.Unlock()
+	lw.failWatches(connectionRefused())
 	w.Stop()
 	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
 		t.Fatalf("regression %+v", r)
