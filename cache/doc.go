@@ -137,7 +137,8 @@
 // however many callers wait.
 //
 // The restore check (restorecheck.go) reads the same snapshot, of up to the
-// snapshot limit's objects: a key listed at an RV up to the applied one that
+// snapshot limit's objects (DefaultSnapshotProbeLimit where the route is
+// off), without moving the tracker where the route is off: a key listed at an RV up to the applied one that
 // the cache does not hold at that RV shows the server's history went back,
 // even when new writes have carried a restored server past the floor.
 //

@@ -94,7 +94,7 @@ func shutDownEventHandler(inf toolscache.SharedInformer, reg toolscache.Resource
 func TestShutDownEventHandler(t *testing.T) {
 	t.Run("before the informer runs", func(t *testing.T) {
 		lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1)) // see startScripted
+		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions()...)
 		reg, err := inf.AddEventHandler(newRecorder())
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestUnchangedUpdatesReachHandlersWithoutResync(t *testing.T) {
 func TestResyncFollowsTheInformersClock(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, time.Hour, nil, WithClock(clk), WithSnapshotProbeLimit(-1))
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, time.Hour, nil, scriptOptions(WithClock(clk))...)
 	rec := newRecorder()
 	if _, err := inf.AddEventHandler(rec); err != nil {
 		t.Fatal(err)

@@ -269,8 +269,7 @@ func startRecordingWatchErrors(t *testing.T, opts ...Option) (*FreshInformer, *s
 	var mu sync.Mutex
 	var seen []error
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...) // see startScripted
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(opts...)...)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		mu.Lock()
 		seen = append(seen, err)

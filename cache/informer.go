@@ -49,9 +49,10 @@ type FreshInformer struct {
 	// snapshotLimit is WithSnapshotProbeLimit's, defaulted (negative:
 	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
 	// that routing a probe costs no scan of the indexer.
-	snapshotLimit int
-	cachedKeys    atomic.Int64
-	quiet         quietProbe // bounded freshness on quiet resources (quietprobe.go)
+	snapshotLimit    int
+	restoreCheckByRV bool // Options.restoreCheckByRV
+	cachedKeys       atomic.Int64
+	quiet            quietProbe // bounded freshness on quiet resources (quietprobe.go)
 
 	newestMu    sync.Mutex      // guards newestWrite; a leaf
 	newestWrite freshness.RV    // the newest RecordWrite
@@ -133,6 +134,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
 		snapshotLimit:        options.SnapshotProbeLimit,
+		restoreCheckByRV:     options.restoreCheckByRV,
 	}
 	f.restoreChecks = newRestoreChecks(&f.tracker)
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)

@@ -26,15 +26,20 @@ import (
 func startScripted(t *testing.T, mode streamMode, first listResponse, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
 	lw := newScriptedLW(t, mode, first)
-	// A script is no server's current state, which the snapshot route
-	// lists: scripted informers probe by bookmark (snapshot_test.go tests
-	// the snapshot route over a model server).
-	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...)
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, opts...)
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, scriptOptions(opts...)...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()
 	waitSynced(t, inf)
 	return inf, lw, w
+}
+
+// scriptOptions prepends what an informer over a scripted server needs: a
+// script is no server's current state, which the snapshot route and the
+// restore check's key comparison list, so its probes go by bookmark and its
+// restore checks read the server's resource version only (snapshot_test.go
+// and the fault suite cover both over servers that have a state).
+func scriptOptions(opts ...Option) []Option {
+	return append([]Option{WithSnapshotProbeLimit(-1), func(o *Options) { o.restoreCheckByRV = true }}, opts...)
 }
 
 func forEachMode(t *testing.T, f func(t *testing.T, mode streamMode)) {

@@ -61,7 +61,7 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand, stall bool) 
 	}}
 	lw := newScriptedLW(t, mode, listResponse{rv: "1"})
 	// See startScripted for the snapshot limit.
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow, WithSnapshotProbeLimit(-1))
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow, scriptOptions()...)
 	var w *watch.RaceFreeFakeWatcher // set before the first event is sent
 	if stall {
 		var once sync.Once

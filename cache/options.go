@@ -83,6 +83,11 @@ type Options struct {
 	// the cache (see WithSnapshotProbeLimit). Zero:
 	// DefaultSnapshotProbeLimit; negative: off.
 	SnapshotProbeLimit int
+
+	// restoreCheckByRV has the restore check compare the server's resource
+	// version only, where the snapshot route is off: for tests whose
+	// scripted servers answer lists in turn and know no current state.
+	restoreCheckByRV bool
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -114,25 +115,37 @@ func TestOutageCheckRetriesUntilAnswered(t *testing.T) {
 // history went back: declared as KeysWentBack, and waits held until the
 // relist.
 func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
-	regs := newRegressionLog()
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"},
-		WithSnapshotProbeLimit(0), WithQuietProbeDelay(time.Hour), WithRegressionHandler(regs.handle))
-	w.Add(cm("a", "90"))
-	w.Add(cm("b", "100"))
-	waitFresh(t, inf, "100")
-	// Restored at 60 (a@40, b gone), then writes up to 130: a rewritten at
-	// 95, which the old stream had passed.
-	restored := listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", "130")}}
-	lw.queueLists(restored)
-	lw.failWatches(connectionRefused())
-	w.Stop()
-	r := regs.next(t)
-	if r.Reason != reflector.RegressionKeysWentBack || r.Keys != 1 || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
-		t.Fatalf("regression %+v, want KeysWentBack of ns/a under floor 100", r)
-	}
-	eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == "130" })
-	if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
-		t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
+	// The check compares keys whether or not the quiet probes take the
+	// snapshot route.
+	for _, limit := range []int{0, -1} {
+		t.Run(fmt.Sprintf("snapshot limit %d", limit), func(t *testing.T) {
+			regs := newRegressionLog()
+			lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
+			inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil,
+				WithSnapshotProbeLimit(limit), WithQuietProbeDelay(time.Hour), WithRegressionHandler(regs.handle))
+			runInformer(t, inf)
+			w := lw.nextWatcher()
+			waitSynced(t, inf)
+			w.Add(cm("a", "90"))
+			w.Add(cm("b", "100"))
+			waitFresh(t, inf, "100")
+			// Restored at 60 (a@40, b gone), then writes up to 130: a
+			// rewritten at 95, which the old stream had passed.
+			lw.queueLists(listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", "130")}})
+			lw.failWatches(connectionRefused())
+			w.Stop()
+			r := regs.next(t)
+			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != 1 || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
+				t.Fatalf("regression %+v, want KeysWentBack of ns/a under floor 100", r)
+			}
+			eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == "130" })
+			if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
+				t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
+			}
+			if ps := inf.ProbeStats(); limit < 0 && ps.Snapshots != 0 {
+				t.Fatalf("%+v: the restore check's list counted as a quiet probe's snapshot", ps)
+			}
+		})
 	}
 }
 

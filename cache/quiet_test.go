@@ -122,8 +122,7 @@ func startQuiet(t *testing.T, lw *quietLW, opts ...Option) (*FreshInformer, *wat
 	t.Helper()
 	// These tests script the bookmark route (snapshot_test.go tests the
 	// snapshot route).
-	opts = append([]Option{WithSnapshotProbeLimit(-1)}, opts...)
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(opts...)...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()
 	waitSynced(t, inf)

@@ -82,7 +82,7 @@ func (slowDeclareSink) Error(_ error, msg string, _ ...any) {
 func TestKeysWentBackDeclaredBeforeHandlersHear(t *testing.T) {
 	var declared atomic.Bool
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, WithSnapshotProbeLimit(-1), WithRegressionHandler(func(reflector.Regression) { declared.Store(true) }))
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(WithRegressionHandler(func(reflector.Regression) { declared.Store(true) }))...)
 	sawBack := make(chan bool, 1)
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
 		if resourceVersion(obj) == "255" {

@@ -264,12 +264,12 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 	var server freshness.RV
 	var back listRegression
 	var err error
-	if f.snapshotLimit >= 0 {
+	if n := f.restoreCheckKeys(); n > 0 {
 		var s snapshot
-		if s, err = f.listSnapshot(ctx, int64(f.snapshotLimit)); err == nil {
+		if s, err = f.listSnapshot(ctx, int64(n)); err == nil {
 			server = s.rv
 			if server.AtLeast(floor) {
-				_, back = f.applySnapshot(s, gen)
+				_, back = f.applySnapshot(s, gen, f.snapshotLimit >= 0)
 			}
 		}
 	} else {
@@ -285,6 +285,22 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 		f.declareWentBack(server, back, gen)
 	}
 	return true
+}
+
+// restoreCheckKeys is how many objects the restore check lists and
+// compares: the snapshot limit, or its default where the quiet probes'
+// snapshot route is off (the check runs after failed requests and
+// suspicious writes only, and without the keys a restore that new writes
+// outran goes unseen).
+func (f *FreshInformer) restoreCheckKeys() int {
+	switch {
+	case f.snapshotLimit >= 0:
+		return f.snapshotLimit
+	case f.restoreCheckByRV:
+		return 0 // the server's resource version only
+	default:
+		return DefaultSnapshotProbeLimit
+	}
 }
 
 // declareWentBack declares what a snapshot at server showed (applySnapshot:

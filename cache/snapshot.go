@@ -49,7 +49,9 @@ const DefaultSnapshotProbeDelay = 20 * time.Millisecond
 // holds the state at the list's resource version. A negative n turns the
 // snapshot route off: probes then always use the auxiliary watch's
 // bookmark (about a second), or a relist where the resource gets no
-// bookmarks.
+// bookmarks. The restore check compares up to DefaultSnapshotProbeLimit
+// keys either way (it runs only after failed requests and suspicious
+// writes): without them, a restore that new writes outran goes unseen.
 func WithSnapshotProbeLimit(n int) Option {
 	return func(o *Options) { o.SnapshotProbeLimit = n }
 }
@@ -72,7 +74,6 @@ type snapshot struct {
 // listSnapshot reads a snapshot of at most limit objects, and records its
 // resource version as the server's newest known one.
 func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot, error) {
-	f.quiet.requests.Add(1)
 	sent := f.clock.Now()
 	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: limit})
 	if err != nil {
@@ -87,7 +88,6 @@ func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot
 		return snapshot{}, fmt.Errorf("the server's list resource version: %w", err)
 	}
 	f.recordServerRV(sent, rv)
-	f.quiet.snapshots.Add(1)
 	items, err := meta.ExtractList(obj)
 	if err != nil {
 		return snapshot{}, err
@@ -102,11 +102,13 @@ func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot
 // guard's regression count when the probe began.
 func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server freshness.RV, proved bool, err error) {
 	// One more object than cached: a longer list cannot match.
+	f.quiet.requests.Add(1)
 	s, err := f.listSnapshot(ctx, f.cachedKeys.Load()+1)
 	if err != nil {
 		return freshness.RV{}, false, err
 	}
-	proved, back := f.applySnapshot(s, gen)
+	f.quiet.snapshots.Add(1)
+	proved, back := f.applySnapshot(s, gen, true)
 	f.declareWentBack(s.rv, back, gen)
 	return s.rv, proved, nil
 }
@@ -131,13 +133,16 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 //     releases hear of it, as for a list;
 //   - anything else proves nothing.
 //
+// With prove false the snapshot is only searched for keys gone back (the
+// restore check, where the quiet probes' snapshot route is off).
+//
 // A snapshot older than A proves nothing either (the restore check
 // compares its resource version with the floor). gen is the guard's
 // regression count when the snapshot was asked for: a regression declared
 // since voids it.
-func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back listRegression) {
+func (f *FreshInformer) applySnapshot(s snapshot, gen uint64, prove bool) (proved bool, back listRegression) {
 	f.lockApply()
-	proved, back = f.applySnapshotLocked(s, gen)
+	proved, back = f.applySnapshotLocked(s, gen, prove)
 	f.unlockApply()
 	if proved && back.lostWrites > 0 {
 		f.declareFound()
@@ -146,7 +151,7 @@ func (f *FreshInformer) applySnapshot(s snapshot, gen uint64) (proved bool, back
 	return proved, back
 }
 
-func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64) (proved bool, back listRegression) {
+func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64, prove bool) (proved bool, back listRegression) {
 	cur := f.tracker.Current()
 	if f.incomparable.Load() || f.restoring || cur.IsZero() || f.guard.Stats().Regressions != gen {
 		return false, back
@@ -190,7 +195,7 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64) (proved bool
 			back.add(key, &back.keys)
 		}
 	}
-	if !same || back.keys > 0 {
+	if !same || back.keys > 0 || !prove {
 		return false, back
 	}
 	if back.lostWrites > 0 {

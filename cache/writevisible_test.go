@@ -60,7 +60,7 @@ func heapInUse() uint64 {
 // memory, however many distinct resource versions are recorded.
 func TestRecordWriteMemoryIsBounded(t *testing.T) {
 	m := &visibleMetrics{}
-	inf := NewSharedIndexInformer(newScriptedLW(t, listThenWatch, listResponse{rv: "1"}), &corev1.ConfigMap{}, 0, toolscache.Indexers{}, WithMetrics(m), WithSnapshotProbeLimit(-1))
+	inf := NewSharedIndexInformer(newScriptedLW(t, listThenWatch, listResponse{rv: "1"}), &corev1.ConfigMap{}, 0, toolscache.Indexers{}, scriptOptions(WithMetrics(m))...)
 	record := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			if err := inf.RecordWrite(strconv.Itoa(i)); err != nil {
