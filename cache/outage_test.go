@@ -116,9 +116,15 @@ func TestOutageCheckRetriesUntilAnswered(t *testing.T) {
 // relist.
 func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 	// The check compares keys whether or not the quiet probes take the
-	// snapshot route.
-	for _, limit := range []int{0, -1} {
-		t.Run(fmt.Sprintf("snapshot limit %d", limit), func(t *testing.T) {
+	// snapshot route, and when the writes carried the server exactly to
+	// the floor too.
+	for _, tc := range []struct {
+		limit    int
+		serverAt string
+		wentBack int // a; and c too where it got an RV the cache had passed
+	}{{0, "130", 1}, {-1, "130", 1}, {0, "100", 2}} {
+		limit := tc.limit
+		t.Run(fmt.Sprintf("snapshot limit %d, server at %s", limit, tc.serverAt), func(t *testing.T) {
 			regs := newRegressionLog()
 			lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
 			inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil,
@@ -131,14 +137,14 @@ func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 			waitFresh(t, inf, "100")
 			// Restored at 60 (a@40, b gone), then writes up to 130: a
 			// rewritten at 95, which the old stream had passed.
-			lw.queueLists(listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", "130")}})
+			lw.queueLists(listResponse{rv: tc.serverAt, objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", tc.serverAt)}})
 			lw.failWatches(connectionRefused())
 			w.Stop()
 			r := regs.next(t)
-			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != 1 || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
-				t.Fatalf("regression %+v, want KeysWentBack of ns/a under floor 100", r)
+			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != tc.wentBack || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
+				t.Fatalf("regression %+v, want KeysWentBack of %d keys (ns/a first) under floor 100", r, tc.wentBack)
 			}
-			eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == "130" })
+			eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == tc.serverAt && cached(inf, "c") != "" })
 			if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
 				t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
 			}

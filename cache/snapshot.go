@@ -156,9 +156,12 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64, prove bool) 
 	if f.incomparable.Load() || f.restoring || cur.IsZero() || f.guard.Stats().Regressions != gen {
 		return false, back
 	}
-	if s.rv.Compare(cur) <= 0 {
-		return true, back // already that fresh
+	at := s.rv.Compare(cur)
+	if at < 0 {
+		return true, back // already fresher
 	}
+	// At the applied RV itself the snapshot must match too: a restored
+	// server whose new writes reached exactly the floor shows its keys.
 	checkWrites := f.written.len() > 0
 	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
 	seen := make(map[string]struct{}, len(s.items)) // a key listed twice leaves a cached one unlisted
@@ -208,6 +211,9 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64, prove bool) 
 		f.written.reset()
 	} else {
 		f.written.pruneReached(s.rv)
+	}
+	if at == 0 {
+		return true, back // nothing to move
 	}
 	f.quiet.snapshotMatches.Add(1)
 	f.quiet.advances.Add(1)
