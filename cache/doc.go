@@ -58,9 +58,10 @@
 // went back in time, see below) resets it to the accepted list's RV, or, when
 // a restore check proves the server is behind, to none until the relist is
 // applied. While a restore check is in flight, a list's regression waits to
-// be declared, or a list or watch request has failed and no consistent read
-// sent, nor list requested, after it has answered (an outage: the server may
-// come back from a restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
+// be declared, or a list or watch request has failed (or a watch the server
+// ended well before its timeout is resumed) and no consistent read sent,
+// nor list requested, after it has answered (an outage: the server may come
+// back from a restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
 // wait is told "fresh" until the question is settled.
 //
 // The guard's floor is the highest RV the queue has delivered (or a probe

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -190,11 +191,13 @@ func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 // starts with 410 Gone (compaction) relists, and waits for resource
 // versions the cache reached return at once meanwhile.
 func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	clk := testingclock.NewFakeClock(time.Now())
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithClock(clk))
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
 	lw.failWatches(apierrors.NewResourceExpired("too old resource version"))
+	clk.Step(20 * time.Minute) // the watch ends at its timeout, not early
 	w.Stop()
 	eventually(t, "the watch to fail with 410", lw.watchesFailed)
 	if inf.guard.WatchFailing() || !inf.tracker.Reached(mustRV(t, "100")) {
@@ -318,5 +321,28 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	lw.mu.Unlock()
 	if got != "70" {
 		t.Fatalf("the next watch resumed from %q, want 70", got)
+	}
+}
+
+// An apiserver that shuts down ends its watches cleanly, and may be back,
+// from a restored etcd, before the Reflector asks again: then no request
+// fails. A watch that ends well before its timeout is taken as such a
+// restart: waits are held until a consistent read answers, as after a
+// failed request.
+func TestWatchEndedEarlyHoldsWaitsUntilTheServerAnswers(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	release := lw.holdProbes()
+	defer release()
+	w.Stop() // minutes before its timeout; the Reflector's next watch succeeds
+	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
+	assertHeld(t, inf, "50", "after a watch ended early")
+	release()
+	waitFresh(t, inf, "50")
+	lw.nextWatcher()
+	if s := inf.Stats(); s.Regressions != 0 || s.RestoreProbes == 0 {
+		t.Fatalf("%+v: want the server checked, and nothing declared", s)
 	}
 }

@@ -129,7 +129,10 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 }
 
 // outage holds waits back after a list or watch request failed to reach
-// the server: the server may be down or restarting, and the one the
+// the server, or the Reflector resumed a watch the server ended well before
+// its timeout (an apiserver that shuts down ends its watches, and may be
+// back before the Reflector asks again): the server may be down or
+// restarting, and the one the
 // informer reaches next may come from an etcd restored without a bumped
 // revision, which hands out again resource versions the cache applied on
 // the history it lost. Until a consistent read sent after the last failure
@@ -214,8 +217,9 @@ func (o *outage) end(t *freshness.Tracker) {
 	}
 }
 
-// beginOutage runs when a list or watch request failed (the Guard's
-// OnRequestFailed, on the Reflector's goroutine): see outage. The check
+// beginOutage runs when a list or watch request failed, or a watch that
+// ended early is resumed (the Guard's OnRequestFailed, on the Reflector's
+// goroutine): see outage. The check
 // it starts retries until the server answers, so that waits are released
 // one round trip after it is back, whatever the Reflector's own retry
 // backoff.

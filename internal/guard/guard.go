@@ -54,9 +54,12 @@ type Options struct {
 	OnWatchResumed func(context.Context)
 	// OnRequestFailed, if set, is called each time a list or watch
 	// request fails (other than with 410 Gone, which only asks for a
-	// relist): the server may be down or restarting, and the one the
-	// informer reaches next may have lost history it applied. Called on
-	// the Reflector's goroutine; it must not block.
+	// relist), and when the Reflector resumes a watch the server ended
+	// well before its timeout (an apiserver restart ends its watches; the
+	// Reflector's next request may find it back already): the server may
+	// be down or restarting, and the one the informer reaches next may
+	// have lost history it applied. Called on the Reflector's goroutine;
+	// it must not block.
 	OnRequestFailed func()
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -95,10 +98,14 @@ type Guard struct {
 	// Reflector lists: the Reflector never saw that list, so its own
 	// resource version is the old stream's, which after a declared
 	// restore lies past writes of the restored server.
-	resumeAt        string
-	currentWatch    *openWatch // the stream the Reflector reads, nil once it stopped it
-	declaredListRVs []string   // lists admitted under a declared regression, not yet applied
-	queue           *Queue     // NewQueue's: where a relist on the watch path goes
+	resumeAt     string
+	currentWatch *openWatch // the stream the Reflector reads, nil once it stopped it
+	// lastWatch is the last stream handed to the Reflector, until a list
+	// starts or the Guard stops it: a plain watch that follows it resumes
+	// it, and if it ended early the server may have restarted.
+	lastWatch       *openWatch
+	declaredListRVs []string // lists admitted under a declared regression, not yet applied
+	queue           *Queue   // NewQueue's: where a relist on the watch path goes
 
 	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
 	malformed, implausible, watchesStopped                 atomic.Uint64
@@ -229,7 +236,7 @@ func (g *Guard) RequestRelist() {
 	g.mu.Lock()
 	g.forceRelist = true
 	w := g.currentWatch
-	g.currentWatch = nil
+	g.currentWatch, g.lastWatch = nil, nil
 	g.mu.Unlock()
 	if w != nil {
 		w.Stop()
@@ -259,7 +266,20 @@ func (g *Guard) WatchOpen() bool {
 // Guard the stream is over. Events pass through untouched.
 type openWatch struct {
 	watch.Interface
-	g *Guard
+	g        *Guard
+	deadline time.Time // when the server ends it (the request's timeout); zero: unknown
+}
+
+// watchEndSlack is how long before its timeout a watch may end and still
+// count as ended by the timeout.
+const watchEndSlack = 5 * time.Second
+
+// endedEarlyLocked reports whether the last stream the Reflector resumes
+// now ended well before its timeout, and forgets it. g.mu is held.
+func (g *Guard) endedEarlyLocked() bool {
+	w := g.lastWatch
+	g.lastWatch = nil
+	return w != nil && !w.deadline.IsZero() && g.opts.Clock.Now().Add(watchEndSlack).Before(w.deadline)
 }
 
 func (w *openWatch) Stop() {
@@ -461,7 +481,7 @@ func (lw *guardedListerWatcher) Watch(options metav1.ListOptions) (watch.Interfa
 func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.pendingWatch = nil
+	g.pendingWatch, g.lastWatch = nil, nil
 	g.relisting = g.relisting || g.forceRelist
 	g.forceRelist = false // this is the relist
 	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
@@ -509,6 +529,12 @@ func (g *Guard) requestFailed(ctx context.Context, err error) {
 	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) { // stopping; or a relist anyway
 		return
 	}
+	g.serverMayHaveRestarted()
+}
+
+// serverMayHaveRestarted notes that the server may be down or restarting
+// (see Options.OnRequestFailed).
+func (g *Guard) serverMayHaveRestarted() {
 	g.mu.Lock()
 	g.watchFailed = true
 	g.mu.Unlock()
@@ -526,6 +552,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	} else {
 		g.mu.Lock()
 		force := g.forceRelist // relist's startRV makes it "relisting"
+		endedEarly := g.endedEarlyLocked()
 		if g.resumeAt != "" {
 			options.ResourceVersion = g.resumeAt
 		}
@@ -533,6 +560,9 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 			options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
 		}
 		g.mu.Unlock()
+		if endedEarly && !force {
+			g.serverMayHaveRestarted()
+		}
 		if force {
 			// The Reflector would resume from where the old history was:
 			// relist first, here, without the backoff client-go's Reflector
@@ -573,7 +603,10 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.mu.Lock()
 	}
 	ow := &openWatch{Interface: w, g: g}
-	g.currentWatch = ow
+	if options.TimeoutSeconds != nil {
+		ow.deadline = g.opts.Clock.Now().Add(time.Duration(*options.TimeoutSeconds) * time.Second)
+	}
+	g.currentWatch, g.lastWatch = ow, ow
 	if watchList {
 		g.pendingWatch = ow
 	}

@@ -340,3 +340,47 @@ func TestRelistOnTheWatchPathStaysPendingAndNoneIsLost(t *testing.T) {
 		t.Fatalf("%d lists queued, want 3", n)
 	}
 }
+
+// A plain watch that resumes a stream the server ended well before its
+// timeout may reach a server that restarted meanwhile (an apiserver ends
+// its watches when it shuts down, and may be back before the Reflector
+// asks again): it counts as a failed request. One that ended at its
+// timeout, or follows a list, does not.
+func TestWatchResumingAStreamEndedEarly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		after   time.Duration // from the stream's start to the next request
+		listed  bool          // a list came in between
+		restart bool
+	}{
+		{"ended early", 10 * time.Second, false, true},
+		{"ended at its timeout", 299 * time.Second, false, false},
+		{"a list in between", 10 * time.Second, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(time.Now())
+			var failed int
+			g := New(Options{InitialFloor: floorAt("100"), Clock: clk, OnRequestFailed: func() { failed++ }})
+			lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
+			ctx := context.Background()
+			timeout := int64(300)
+			w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Step(tc.after)
+			w.Stop() // the Reflector stops every stream it is done with
+			if tc.listed {
+				if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout}); err != nil {
+				t.Fatal(err)
+			}
+			if got := failed == 1; got != tc.restart || g.WatchFailing() {
+				t.Fatalf("OnRequestFailed called %d times, want a restart suspected: %v (WatchFailing %v after the watch started)", failed, tc.restart, g.WatchFailing())
+			}
+		})
+	}
+}
