@@ -39,9 +39,9 @@ func (lw *scriptedLW) watchesFailed() bool {
 // goes away: its watch ends and the next watch request is refused. The
 // restore check's reads are held until release; once released, the server
 // answers at 120, holding a@100.
-func startOutage(t *testing.T) (inf *FreshInformer, lw *scriptedLW, release func()) {
+func startOutage(t *testing.T, opts ...Option) (inf *FreshInformer, lw *scriptedLW, release func()) {
 	t.Helper()
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, opts...)
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
@@ -344,5 +344,26 @@ func TestWatchEndedEarlyHoldsWaitsUntilTheServerAnswers(t *testing.T) {
 	lw.nextWatcher()
 	if s := inf.Stats(); s.Regressions != 0 || s.RestoreProbes == 0 {
 		t.Fatalf("%+v: want the server checked, and nothing declared", s)
+	}
+}
+
+// A regression declared while the outage check's read is on its way voids
+// the read (it may not speak for the cache's history any more): the check
+// asks again, and the outage holds waits meanwhile. Before, the voided
+// read ended the outage, and waits returned on the history a restored
+// server had lost.
+func TestOutageCheckVoidedByARegressionAsksAgain(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, release := startOutage(t, WithRegressionHandler(regs.handle))
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	inf.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
+	regs.next(t)
+	release()
+	waitFresh(t, inf, "50")
+	if got := cached(inf, "a"); got != "40" {
+		t.Fatalf("WaitForFreshness(50) returned with a cached at %q, the lost history's", got)
+	}
+	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
+		t.Fatalf("regression %+v, want ServerBehind from the check asked again", r)
 	}
 }

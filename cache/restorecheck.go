@@ -258,7 +258,7 @@ func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 // writes on a restored server cannot hide. Either is declared: the
 // informer forgets its freshness (waits block until the relist is
 // applied) and relists from the restored server. It reports whether the
-// server answered.
+// server answered for the history the cache holds.
 func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 	floor := f.guard.Floor()
 	if floor.IsZero() {
@@ -287,6 +287,16 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{}, gen)
 	} else {
 		f.declareWentBack(server, back, gen)
+	}
+	// A regression declared meanwhile voids the read (beginRestore and
+	// applySnapshot ignore it): unless it is a restore, whose relist every
+	// wait now waits for, the server has not answered for the cache's
+	// present history.
+	if f.guard.Stats().Regressions != gen {
+		f.lockApply()
+		restoring := f.restoring
+		f.unlockApply()
+		return restoring
 	}
 	return true
 }
