@@ -356,6 +356,7 @@ func TestOutageCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	regs := newRegressionLog()
 	inf, lw, release := startOutage(t, WithRegressionHandler(regs.handle))
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
 	inf.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
 	regs.next(t)
 	release()
@@ -365,5 +366,29 @@ func TestOutageCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	}
 	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
 		t.Fatalf("regression %+v, want ServerBehind from the check asked again", r)
+	}
+}
+
+// The same without an outage: a restore check started by a suspicious
+// recorded write holds waits while it runs, and one a regression voids
+// asks again rather than releasing them.
+func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	release := lw.holdProbes()
+	defer release()
+	if err := inf.RecordWrite("55"); err != nil { // never delivered: suspicious
+		t.Fatal(err)
+	}
+	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
+	inf.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
+	regs.next(t)
+	release()
+	waitFresh(t, inf, "50")
+	if got := cached(inf, "a"); got != "40" {
+		t.Fatalf("WaitForFreshness(50) returned with a cached at %q, the lost history's", got)
 	}
 }

@@ -83,15 +83,16 @@ func (f *FreshInformer) launchRestoreCheck() {
 // checkRestore runs verifyServer until the server answers, while an
 // outage holds waits back (they must not wait forever on one lost read),
 // or once otherwise. An answer to a read sent before the last failed
-// request proves nothing of the server after it: the check asks again.
+// request proves nothing of the server after it, nor one that a
+// regression voided: the check asks again.
 func (f *FreshInformer) checkRestore(ctx context.Context) {
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: outageCheckMaxInterval}
 	for {
 		failures := f.outage.failed()
 		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		answered := f.verifyServer(rctx)
+		res := f.verifyServer(rctx)
 		cancel()
-		if !f.outage.answered(&f.tracker, answered, failures) {
+		if held := f.outage.answered(&f.tracker, res == checkAnswered, failures); !held && res != checkVoided {
 			return
 		}
 		t := f.clock.NewTimer(backoff.Step())
@@ -257,12 +258,12 @@ func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 // keys listed at states the cache had passed but does not hold, which new
 // writes on a restored server cannot hide. Either is declared: the
 // informer forgets its freshness (waits block until the relist is
-// applied) and relists from the restored server. It reports whether the
-// server answered for the history the cache holds.
-func (f *FreshInformer) verifyServer(ctx context.Context) bool {
+// applied) and relists from the restored server. It reports what the
+// read showed.
+func (f *FreshInformer) verifyServer(ctx context.Context) checkResult {
 	floor := f.guard.Floor()
 	if floor.IsZero() {
-		return true
+		return checkAnswered
 	}
 	gen := f.guard.Stats().Regressions
 	var server freshness.RV
@@ -281,7 +282,7 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 	}
 	if err != nil {
 		f.logger.V(2).Info("Restore verification probe failed", "err", err)
-		return false
+		return checkNoAnswer
 	}
 	if !server.AtLeast(floor) {
 		f.beginRestore(reflector.RegressionServerBehind, server, listRegression{}, gen)
@@ -296,10 +297,21 @@ func (f *FreshInformer) verifyServer(ctx context.Context) bool {
 		f.lockApply()
 		restoring := f.restoring
 		f.unlockApply()
-		return restoring
+		if !restoring {
+			return checkVoided
+		}
 	}
-	return true
+	return checkAnswered
 }
+
+// checkResult is what a restore check's read showed.
+type checkResult int
+
+const (
+	checkNoAnswer checkResult = iota // the server did not answer
+	checkVoided                      // a regression declared meanwhile voids the read
+	checkAnswered                    // the server answered for the cache's history, or a restore was declared
+)
 
 // restoreCheckKeys is how many objects the restore check lists and
 // compares: the snapshot limit, or its default where the quiet probes'

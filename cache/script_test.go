@@ -45,13 +45,14 @@ type scriptedLW struct {
 	t    *testing.T
 	mode streamMode
 
-	mu        sync.Mutex
-	lists     []listResponse
-	listCalls []metav1.ListOptions
-	watchOpts []metav1.ListOptions
-	watchErrs []error // what the next watch requests fail with
-	watchers  chan *watch.RaceFreeFakeWatcher
-	probeHold chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
+	mu         sync.Mutex
+	lists      []listResponse
+	listCalls  []metav1.ListOptions
+	watchOpts  []metav1.ListOptions
+	watchErrs  []error // what the next watch requests fail with
+	watchers   chan *watch.RaceFreeFakeWatcher
+	probeHold  chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
+	probesHeld int           // limit=1 lists that waited for probeHold
 }
 
 // holdProbes makes the informer's limit=1 lists (freshness and restore
@@ -70,6 +71,13 @@ func (lw *scriptedLW) holdProbes() (release func()) {
 			close(hold)
 		})
 	}
+}
+
+// heldProbes reports how many limit=1 lists have waited for holdProbes.
+func (lw *scriptedLW) heldProbes() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.probesHeld
 }
 
 func newScriptedLW(t *testing.T, mode streamMode, first listResponse) *scriptedLW {
@@ -98,6 +106,9 @@ func (lw *scriptedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 	if opts.Limit == 1 { // a freshness probe: the current answer, not consumed
 		lw.mu.Lock()
 		hold := lw.probeHold
+		if hold != nil {
+			lw.probesHeld++
+		}
 		lw.mu.Unlock()
 		if hold != nil {
 			<-hold
