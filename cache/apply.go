@@ -111,6 +111,13 @@ func (f *FreshInformer) holdUntilDeclared() {
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
+	if f.restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
+		// A restore was declared: what the stream still carries from
+		// before its relist is of the history the server lost (or of a
+		// watch resumed on the restored one): the relist replaces it all.
+		// Applied, it would show handlers states the relist takes back.
+		return nil
+	}
 	switch d.Type {
 	case toolscache.Bookmark:
 		info, _ := d.Object.(toolscache.BookmarkInfo)

@@ -314,6 +314,7 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	// current again: the next watch resumes from there.
 	w3.Add(cm("b", "70"))
 	waitFresh(t, inf, "70")
+	lw.queueLists(listResponse{rv: "70", objects: []*corev1.ConfigMap{cm("a", "40"), cm("b", "70")}}) // the server's state now
 	w3.Stop()
 	lw.nextWatcher()
 	lw.mu.Lock()

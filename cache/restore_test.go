@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,5 +165,40 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen) // after it
 	if got := inf.Stats().Regressions; got != 1 {
 		t.Fatalf("%d regressions declared, want 1: %+v", got, regs.all())
+	}
+}
+
+// Once a restore is declared, the events still queued from before it carry
+// the history the server lost (or a watch resumed on the restored server's
+// new one): the relist replaces them all. Applied meanwhile, they showed
+// handlers states the relist then took back, after the declaration that
+// was to cover them (the model fault suite, seeds 946266494529 and
+// 946266494860). They are dropped: the indexer and handlers go from the
+// state before the declaration to the relist's.
+func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	rec.waitFor(t, 1)
+	lw.queueLists(listResponse{rv: "60", err: connectionRefused()}) // no relist yet
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, inf.guard.Stats().Regressions)
+	regs.next(t)
+	// An event the old stream had queued, applied after the declaration.
+	if err := inf.handleBatch([]toolscache.Delta{{Type: toolscache.Updated, Object: cm("a", "110")}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := cached(inf, "a"); got != "100" {
+		t.Fatalf("a cached at %q after the declaration, want 100 until the relist", got)
+	}
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}})
+	waitFresh(t, inf, "60")
+	want := []string{"add a@100 initial=false", "update a@100->40"}
+	if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+		t.Fatalf("handlers got %q, want %q", got, want)
 	}
 }
