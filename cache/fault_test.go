@@ -1608,15 +1608,17 @@ func (t *tracingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tracingWatch{Interface: w, r: t.r, ch: make(chan watch.Event)}, nil
+	return &tracingWatch{Interface: w, r: t.r, ch: make(chan watch.Event), done: make(chan struct{})}, nil
 }
 
 // tracingWatch traces the events a watch delivers (-fault.trace).
 type tracingWatch struct {
 	watch.Interface
-	r    *seedRun
-	ch   chan watch.Event
-	once sync.Once
+	r        *seedRun
+	ch       chan watch.Event
+	once     sync.Once
+	done     chan struct{} // closed by Stop: the reader is gone
+	stopOnce sync.Once
 }
 
 func (w *tracingWatch) ResultChan() <-chan watch.Event {
@@ -1629,9 +1631,18 @@ func (w *tracingWatch) ResultChan() <-chan watch.Event {
 					name, rv = m.GetName(), m.GetResourceVersion()
 				}
 				w.r.trace("  event %s %s@%s", ev.Type, name, rv)
-				w.ch <- ev
+				select {
+				case w.ch <- ev:
+				case <-w.done:
+					return
+				}
 			}
 		}()
 	})
 	return w.ch
+}
+
+func (w *tracingWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.done) })
+	w.Interface.Stop()
 }

@@ -343,7 +343,9 @@ func (f *FreshInformer) declareWentBack(server freshness.RV, back listRegression
 
 // beginRestore declares that the server's history went back, shown by a
 // read at server, and has the informer start over from the server's state:
-// freshness is forgotten (every wait blocks until the relist is applied).
+// freshness is forgotten (every wait blocks until the relist is applied),
+// and what the stream still carries from before the relist is dropped
+// (apply.go).
 // gen is the guard's regression count when the read was sent: a
 // regression declared since (this restore, found by another read, or a
 // list's) voids it, so that Sync, a quiet probe and the check, which may
