@@ -32,12 +32,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"go.uber.org/goleak"
+
 	fcache "github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshctrl/internal/fakeapi"
 )
 
 // startCache runs c until the test ends and waits for it to have started.
+// When the test ends it stops c and waits for every goroutine started
+// since (the cache's informers, Reflectors and handlers) to have ended:
+// Start returning is not enough, since controller-runtime v0.24's
+// multi-namespace cache returns from Start when its context ends, without
+// waiting for its per-namespace caches (v0.25 waits for them), and an
+// informer still winding down when the test returns is a leak for
+// TestMain's goleak check, reported against no test.
 func startCache(t *testing.T, c crcache.Cache) {
 	t.Helper()
+	before := goleak.IgnoreCurrent()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
@@ -46,6 +57,7 @@ func startCache(t *testing.T, c crcache.Cache) {
 		if err := <-done; err != nil {
 			t.Errorf("cache Start: %v", err)
 		}
+		waitGoroutinesEnded(t, before)
 	})
 	if !c.WaitForCacheSync(waitCtx(t)) {
 		t.Fatal("cache did not start")
@@ -422,6 +434,13 @@ func TestRemoveInformerIsForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cc.(*Cache)
+	// The informers run: serve them, rather than have them list and watch
+	// the offline server. Its "connection refused" is retriable to
+	// client-go's watch-list, whose Reflector (client-go v0.36 and v0.37,
+	// reflector.go watchList) then sleeps out its backoff (0.8s, doubling
+	// up to 30s) without watching its context: the informers would
+	// outlive the cache by seconds.
+	serveIdle(t, cc)
 	startCache(t, cc)
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
@@ -491,6 +510,81 @@ func TestGetInformerByRepresentation(t *testing.T) {
 		t.Error("GetInformerForKind of an unknown kind succeeded")
 	}
 }
+
+// waitGoroutinesEnded waits until no goroutine runs but those before
+// ignores (goleak.IgnoreCurrent at the start of what is checked) and those
+// TestMain ignores; it fails the test if some still run after 30s.
+func waitGoroutinesEnded(t *testing.T, before goleak.Option) {
+	t.Helper()
+	opts := append([]goleak.Option{before}, ignoredGoroutines...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := goleak.Find(opts...) // retries for a while itself
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines still run 30s after the cache stopped: %v", err)
+			return
+		}
+	}
+}
+
+// serveIdle has cc's informers (made from now on) list nothing and then
+// watch until they stop, without a server.
+func serveIdle(t *testing.T, cc crcache.Cache) {
+	t.Helper()
+	err := setListerWatchers(cc, func(inf fakeapi.Informer) toolscache.ListerWatcher {
+		var list runtime.Object
+		switch Representation(inf.Representation) {
+		case Metadata:
+			list = &metav1.PartialObjectMetadataList{}
+		case Unstructured:
+			u := &unstructured.UnstructuredList{}
+			u.SetGroupVersionKind(inf.GVK.GroupVersion().WithKind(inf.GVK.Kind + "List"))
+			list = u
+		default:
+			l, err := scheme.Scheme.New(inf.GVK.GroupVersion().WithKind(inf.GVK.Kind + "List"))
+			if err != nil {
+				panic(err) // the hook has no error to return
+			}
+			list = l
+		}
+		if err := meta.SetList(list, nil); err != nil {
+			panic(err)
+		}
+		la, err := meta.ListAccessor(list)
+		if err != nil {
+			panic(err)
+		}
+		la.SetResourceVersion("1")
+		return idleLW{list: list}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// idleLW lists an empty list, then watches until the Reflector stops the
+// watch. Its informer syncs at once and never retries.
+type idleLW struct{ list runtime.Object }
+
+func (l idleLW) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l idleLW) ListWithContext(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return l.list.DeepCopyObject(), nil
+}
+
+func (idleLW) Watch(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil }
+
+func (idleLW) WatchWithContext(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
+// IsWatchListSemanticsUnSupported has client-go's Reflector list, then watch.
+func (idleLW) IsWatchListSemanticsUnSupported() bool { return true }
 
 func setAtomicFIFO(t *testing.T, on bool) {
 	clientgofeaturestesting.SetFeatureDuringTest(t, clientgofeatures.AtomicFIFO, on)
