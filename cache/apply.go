@@ -112,10 +112,11 @@ func (f *FreshInformer) holdUntilDeclared() {
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 	if f.restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
-		// A restore was declared: what the stream still carries from
-		// before its relist is of the history the server lost (or of a
-		// watch resumed on the restored one): the relist replaces it all.
-		// Applied, it would show handlers states the relist takes back.
+		// A restore was declared: what the queue still holds from before
+		// its relist (lists included, below) is of the history the server
+		// lost, or of a watch resumed on the restored one: the relist
+		// replaces it all. Applied, it would show handlers states the
+		// relist takes back.
 		return nil
 	}
 	switch d.Type {
@@ -127,11 +128,17 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		}
 		return nil
 	case toolscache.ReplacedAll:
+		f.listsTaken++
+		admitted := f.guard.TakeList()
+		if f.restoring && !admitted.Relist {
+			// Queued before the restore was declared: of the lost history.
+			return nil
+		}
 		info, ok := d.Object.(toolscache.ReplacedAllInfo)
 		if !ok {
 			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
 		}
-		return f.replaceAll(info, isInInitialList)
+		return f.replaceAll(info, admitted.Declared, isInInitialList)
 	case toolscache.SyncAll:
 		for _, obj := range f.indexer.List() {
 			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, true)
@@ -291,7 +298,7 @@ func (f *FreshInformer) delete(obj any) error {
 // deleted key brought back included), or is itself older than the cache,
 // that is declared as a regression (once per list) unless the Guard already
 // declared it.
-func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialList bool) error {
+func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, isInInitialList bool) error {
 	type change struct{ old, new any }
 	changes := make([]change, 0, len(info.Objects))
 	listed := make(map[string]struct{}, len(info.Objects))
@@ -340,7 +347,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, isInInitialL
 	// The list is the state at its resource version: no zone behind it.
 	f.endZone()
 	slices.Sort(back.sample) // a watch-list's objects come in no set order
-	f.observeList(info.ResourceVersion, back)
+	f.observeList(info.ResourceVersion, back, declared)
 	if len(f.declare) > 0 && f.declareBarrier == nil {
 		// Handlers hear of keys going back only once the regression is
 		// declared (declareFound lifts the barrier).
@@ -437,9 +444,10 @@ func (b *listRegression) add(key string, count *int) {
 // for the list's resource version are released (handleBatch), so a caller
 // told "fresh" can tell from the regression count whether it lost a write.
 // applyMu is held.
-func (f *FreshInformer) observeList(s string, back listRegression) {
-	f.listsApplied++
-	defer f.outage.listed(&f.tracker, f.listsApplied) // once the tracker holds the list's RV
+func (f *FreshInformer) observeList(s string, back listRegression, declared bool) {
+	defer f.outage.listed(&f.tracker, f.listsTaken) // once the tracker holds the list's RV
+	restoring := f.restoring
+	f.restoring = false // this is the relist (apply drops the others)
 	rv, err := freshness.ParseRV(s)
 	if s == "0" {
 		// No position (a fake source listing nothing; API servers never
@@ -460,7 +468,6 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 	}
 	f.startOnEvent = false
 	f.zone.stream = rv
-	declared := f.guard.TakeDeclared(s)
 	wasIncomparable := f.incomparable.Swap(false)
 	var prev freshness.RV // what the cache had applied; none in plain mode
 	if !wasIncomparable {
@@ -472,7 +479,7 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		declared = true
 	}
 	switch {
-	case wasIncomparable || f.restoring:
+	case wasIncomparable || restoring:
 		// Starting over: after plain mode there is nothing to compare
 		// with, and a restore was declared when it was proven.
 		f.tracker.Reset(rv)
@@ -492,12 +499,11 @@ func (f *FreshInformer) observeList(s string, back listRegression) {
 		f.holdUntilDeclared()
 		f.tracker.Advance(rv)
 	}
-	if rv.Compare(prev) < 0 || f.restoring || back.keys > 0 || back.lostWrites > 0 {
+	if rv.Compare(prev) < 0 || restoring || back.keys > 0 || back.lostWrites > 0 {
 		f.written.reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.pruneReached(rv)
 	}
-	f.restoring = false
 	f.recent.reset()
 }
 

@@ -57,8 +57,9 @@
 // It never moves back, with one exception: a declared regression (the server
 // went back in time, see below) resets it to the accepted list's RV, or, when
 // a restore check proves the server is behind, to none until the relist is
-// applied; until then, what the stream still carries from before that
-// relist is dropped (it is of the lost history, and the relist replaces it).
+// applied; until then, what the queue still holds from before that relist,
+// lists included, is dropped (it is of the lost history, and the relist
+// replaces it).
 // While a restore check is in flight, a list's regression waits to
 // be declared, or a list or watch request has failed (or a watch the server
 // ended well before its timeout is resumed) and no consistent read sent,

@@ -50,7 +50,7 @@ type FreshInformer struct {
 	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
 	// that routing a probe costs no scan of the indexer.
 	snapshotLimit    int
-	restoreCheckByRV bool // Options.restoreCheckByRV
+	restoreCheckByRV bool // Options.internal.restoreCheckByRV
 	cachedKeys       atomic.Int64
 	quiet            quietProbe // bounded freshness on quiet resources (quietprobe.go)
 
@@ -67,9 +67,9 @@ type FreshInformer struct {
 	restoring bool         // a restore was declared: freshness waits for the relist; under applyMu
 	recent    recentRVs    // RVs of recently applied events; under applyMu
 	zone      snapshotZone // the stream behind a snapshot (snapshot.go); under applyMu
-	// listsApplied counts the lists applied (observeList): the n-th is
-	// the n-th the Guard admitted. Under applyMu.
-	listsApplied uint64
+	// listsTaken counts the lists taken from the queue, applied or
+	// dropped: the n-th is the n-th the Guard queued. Under applyMu.
+	listsTaken   uint64
 	incomparable atomic.Bool // the last list's RV cannot be ordered
 	// startOnEvent: the last list was at "0" (a fake source with nothing
 	// in it; API servers never list at "0"), so freshness starts at the
@@ -134,9 +134,10 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
 		snapshotLimit:        options.SnapshotProbeLimit,
-		restoreCheckByRV:     options.restoreCheckByRV,
+		restoreCheckByRV:     options.internal.restoreCheckByRV,
 	}
 	f.restoreChecks = newRestoreChecks(&f.tracker)
+	f.outage.wake = make(chan struct{}, 1)
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
@@ -147,6 +148,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		OnWatchResumed:        f.verifyAfterOutage,
 		OnRequestFailed:       f.beginOutage,
 		Clock:                 options.Clock,
+		StreamClock:           options.internal.streamClock,
 	})
 	if options.Metrics != nil {
 		f.metrics = options.Metrics.InformerMetrics(f)

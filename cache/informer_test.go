@@ -39,7 +39,7 @@ func startScripted(t *testing.T, mode streamMode, first listResponse, opts ...Op
 // restore checks read the server's resource version only (snapshot_test.go
 // and the fault suite cover both over servers that have a state).
 func scriptOptions(opts ...Option) []Option {
-	return append([]Option{WithSnapshotProbeLimit(-1), func(o *Options) { o.restoreCheckByRV = true }}, opts...)
+	return append([]Option{WithSnapshotProbeLimit(-1), func(o *Options) { o.internal.restoreCheckByRV = true }}, opts...)
 }
 
 func forEachMode(t *testing.T, f func(t *testing.T, mode streamMode)) {

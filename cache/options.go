@@ -43,7 +43,8 @@ type Options struct {
 	// that detected it, outside the informer's locks: it may call the
 	// informer but must be quick and must not block.
 	OnRegression func(reflector.Regression)
-	// Clock drives resyncs and the regression bound; tests set a fake one.
+	// Clock drives resyncs, the regression bound and staleness; tests set
+	// a fake one. Request pacing and timeouts use the real clock.
 	Clock clock.Clock
 	// Resource names the listed resource in metrics ("group/resource").
 	// When empty it is guessed from the example object's kind.
@@ -84,10 +85,20 @@ type Options struct {
 	// DefaultSnapshotProbeLimit; negative: off.
 	SnapshotProbeLimit int
 
-	// restoreCheckByRV has the restore check compare the server's resource
-	// version only, where the snapshot route is off: for tests whose
-	// scripted servers answer lists in turn and know no current state.
+	// internal holds what only the package's tests set.
+	internal internalOptions
+}
+
+// internalOptions are settings only the package's tests make.
+type internalOptions struct {
+	// restoreCheckByRV has the restore check compare the server's
+	// resource version only, where the snapshot route is off: for
+	// scripted servers that answer lists in turn and know no current
+	// state.
 	restoreCheckByRV bool
+	// streamClock times watch streams against their timeouts (see
+	// guard.Options.StreamClock); nil: the real clock.
+	streamClock clock.PassiveClock
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or
@@ -144,7 +155,9 @@ func WithRegressionHandler(f func(reflector.Regression)) Option {
 // WithResource names the listed resource for metrics.
 func WithResource(gr schema.GroupResource) Option { return func(o *Options) { o.Resource = gr } }
 
-// WithClock sets the clock for resyncs and the regression bound.
+// WithClock sets the clock for resyncs, the regression bound and staleness
+// (Staleness, and the lag metrics). Request pacing and timeouts stay on the
+// real clock.
 func WithClock(c clock.Clock) Option { return func(o *Options) { o.Clock = c } }
 
 // WithInitialFloor sets a resource version the first list must reach (see

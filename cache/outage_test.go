@@ -191,8 +191,8 @@ func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
 // starts with 410 Gone (compaction) relists, and waits for resource
 // versions the cache reached return at once meanwhile.
 func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Now())
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithClock(clk))
+	clk := testingclock.NewFakeClock(time.Now()) // times the stream against its timeout
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, func(o *Options) { o.internal.streamClock = clk })
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
@@ -252,7 +252,7 @@ func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
 	eventually(t, "the list", func() bool {
 		inf.applyMu.Lock()
 		defer inf.applyMu.Unlock()
-		return inf.listsApplied == 2
+		return inf.listsTaken == 2
 	})
 	assertHeld(t, inf, "50", "after a list queued before the failure")
 	release()
@@ -391,5 +391,22 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	waitFresh(t, inf, "50")
 	if got := cached(inf, "a"); got != "40" {
 		t.Fatalf("WaitForFreshness(50) returned with a cached at %q, the lost history's", got)
+	}
+}
+
+// A watch resumed after an outage is verified by the outage's own check:
+// one check per outage, not a second one after it (found in review: every
+// watch the server ended early cost two snapshot lists).
+func TestOneRestoreCheckPerOutage(t *testing.T) {
+	inf, lw, release := startOutage(t)
+	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
+	release()
+	waitFresh(t, inf, "50")
+	eventually(t, "the watch to be resumed", func() bool { return lw.watchesFailed() && inf.guard.WatchOpen() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inf.restoreChecks.WaitIdle(ctx)
+	if n := inf.Stats().RestoreProbes; n != 1 {
+		t.Fatalf("%d restore checks ran for one outage, want 1", n)
 	}
 }

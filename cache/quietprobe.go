@@ -111,7 +111,7 @@ type quietProbe struct {
 	idle    int // consecutive probes after which waits were still pending
 
 	serverRV   freshness.RV // the newest consistent list's resource version
-	serverRVAt time.Time    // when that list was sent
+	serverRVAt time.Time    // when that list's answer came, on the real clock (reuse is about the server's pace)
 
 	// Staleness samples: at time at, the server had committed nothing
 	// newer than rv. covered is the newest sample time the cache has
@@ -276,7 +276,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	p := &f.quiet
 	p.mu.Lock()
 	server, noBookmarks := p.serverRV, p.noBookmarks.Load()
-	fresh := f.clock.Since(p.serverRVAt) < serverRVReuse
+	fresh := time.Since(p.serverRVAt) < serverRVReuse
 	p.mu.Unlock()
 	if f.snapshotRoute() {
 		var proved bool
@@ -362,7 +362,7 @@ func (f *FreshInformer) recordServerRV(sent time.Time, rv freshness.RV) {
 	p := &f.quiet
 	p.mu.Lock()
 	if rv.Compare(p.serverRV) >= 0 {
-		p.serverRV, p.serverRVAt = rv, sent
+		p.serverRV, p.serverRVAt = rv, time.Now()
 	}
 	p.mu.Unlock()
 	f.addStalenessSample(sent, rv)

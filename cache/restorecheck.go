@@ -95,12 +95,14 @@ func (f *FreshInformer) checkRestore(ctx context.Context) {
 		if held := f.outage.answered(&f.tracker, res == checkAnswered, failures); !held && res != checkVoided {
 			return
 		}
-		t := f.clock.NewTimer(backoff.Step())
+		t := time.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C():
+		case <-f.outage.wake:
+			t.Stop()
+		case <-t.C:
 		}
 	}
 }
@@ -146,19 +148,30 @@ type outage struct {
 	mu       sync.Mutex
 	on       bool   // the tracker is suspended for the outage
 	failures uint64 // requests failed; a read sent before the last proves nothing after it
-	// afterLists is how many lists the Guard had admitted at the last
+	// afterLists is how many lists the Guard had queued at the last
 	// failure: those may still be on their way to the cache, and say
 	// nothing of the server after it.
 	afterLists uint64
+	// wake cuts the check's retry backoff short (the watch was started
+	// again: the server is back). Buffered, one slot; not guarded.
+	wake chan struct{}
+}
+
+// holding reports whether an outage holds waits: no read sent after the
+// last failure has answered yet.
+func (o *outage) holding() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.on
 }
 
 // fail records a failed request and reports whether it began an outage
 // (the tracker is then suspended).
-func (o *outage) fail(t *freshness.Tracker, listsAdmitted uint64) (begun bool) {
+func (o *outage) fail(t *freshness.Tracker, listsQueued uint64) (begun bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.failures++
-	o.afterLists = listsAdmitted
+	o.afterLists = listsQueued
 	if o.on {
 		return false
 	}
@@ -192,7 +205,7 @@ func (o *outage) answered(t *freshness.Tracker, answered bool, failures uint64) 
 	return held
 }
 
-// listed records that the cache applied the n-th list the Guard admitted:
+// listed records that the cache applied the n-th list the Guard queued:
 // a list requested after the last failure ends an outage (the server
 // answered, and the cache holds its state). applyMu is held, with the
 // tracker's callbacks.
@@ -228,22 +241,30 @@ func (f *FreshInformer) beginOutage() {
 	if f.incomparable.Load() {
 		return
 	}
-	if f.outage.fail(&f.tracker, f.guard.Stats().Lists) {
+	if f.outage.fail(&f.tracker, f.guard.ListsQueued()) {
 		f.launchRestoreCheck()
 	}
 }
 
-// verifyAfterOutage checks the server once its watch could be started again
-// after failing: a server that was down may come back from a restored etcd
-// without a bumped revision, and a watch resumed from the old resource
-// version would then wait, silently, for the old history to be rewritten.
-// One consistent read tells (a restore is declared as by checkWrite).
+// verifyAfterOutage runs when a watch could be started again after a
+// failed request (the Guard's OnWatchResumed): a server that was down may
+// come back from a restored etcd without a bumped revision, and a watch
+// resumed from the old resource version would then wait, silently, for the
+// old history to be rewritten. The outage's check tells (a restore is
+// declared as by checkWrite): unless a read sent after the last failure
+// answered already, it asks now, and the Reflector waits for its answer.
 func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 	if f.incomparable.Load() {
 		f.outage.end(&f.tracker)
 		return
 	}
-	f.launchRestoreCheck()
+	if !f.outage.holding() {
+		return // answered for the server since the last failure
+	}
+	select {
+	case f.outage.wake <- struct{}{}:
+	default:
+	}
 	// The Reflector waits (its watch is not read meanwhile) so that a
 	// restore the check declares is relisted at once; a server that does
 	// not answer holds it back at most probeTimeout.
@@ -254,9 +275,11 @@ func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 
 // verifyServer asks the server, with a consistent read, whether its
 // history went back: its resource version below the floor, or (from a
-// snapshot of up to the snapshot limit's objects, when that route is on)
-// keys listed at states the cache had passed but does not hold, which new
-// writes on a restored server cannot hide. Either is declared: the
+// snapshot of up to restoreCheckKeys objects) keys listed at states the
+// cache had passed but does not hold, which new writes on a restored
+// server cannot hide. With no floor (before the first list, or while a
+// declared restore waits for its relist) there is no history to lose: it
+// answers without a read. Either is declared: the
 // informer forgets its freshness (waits block until the relist is
 // applied) and relists from the restored server. It reports what the
 // read showed.

@@ -177,6 +177,13 @@ func (lw *scriptedLW) nextWatcher() *watch.RaceFreeFakeWatcher {
 	}
 }
 
+// listCount reports how many lists (probes included) were asked for.
+func (lw *scriptedLW) listCount() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return len(lw.listCalls)
+}
+
 func (lw *scriptedLW) lastListOptions() metav1.ListOptions {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()

@@ -49,9 +49,10 @@ const DefaultSnapshotProbeDelay = 20 * time.Millisecond
 // holds the state at the list's resource version. A negative n turns the
 // snapshot route off: probes then always use the auxiliary watch's
 // bookmark (about a second), or a relist where the resource gets no
-// bookmarks. The restore check compares up to DefaultSnapshotProbeLimit
-// keys either way (it runs only after failed requests and suspicious
-// writes): without them, a restore that new writes outran goes unseen.
+// bookmarks. The restore check compares keys either way, up to n of them
+// (DefaultSnapshotProbeLimit when n is negative; it runs only after failed
+// requests and suspicious writes): without them, a restore that new writes
+// outran goes unseen.
 func WithSnapshotProbeLimit(n int) Option {
 	return func(o *Options) { o.SnapshotProbeLimit = n }
 }

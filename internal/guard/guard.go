@@ -61,8 +61,14 @@ type Options struct {
 	// have lost history it applied. Called on the Reflector's goroutine;
 	// it must not block.
 	OnRequestFailed func()
-	// Clock defaults to the real clock.
+	// Clock times the regression bound (AcceptRegressionAfter); it
+	// defaults to the real clock.
 	Clock clock.PassiveClock
+	// StreamClock times watch streams against the timeouts their requests
+	// gave the server. It defaults to the real clock whatever Clock is: a
+	// fake Clock a test steps for the bound must not make every stream
+	// look as if it ended early.
+	StreamClock clock.PassiveClock
 	// Logger defaults to klog.Background().
 	Logger *klog.Logger
 }
@@ -103,9 +109,13 @@ type Guard struct {
 	// lastWatch is the last stream handed to the Reflector, until a list
 	// starts or the Guard stops it: a plain watch that follows it resumes
 	// it, and if it ended early the server may have restarted.
-	lastWatch       *openWatch
-	declaredListRVs []string // lists admitted under a declared regression, not yet applied
-	queue           *Queue   // NewQueue's: where a relist on the watch path goes
+	lastWatch *openWatch
+	// queued holds what was decided about each list queued and not yet
+	// taken by the informer (TakeList), in queue order; listsQueued counts
+	// the lists queued since the start.
+	queued      []ListAdmission
+	listsQueued uint64
+	queue       *Queue // NewQueue's: where a relist on the watch path goes
 
 	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
 	malformed, implausible, watchesStopped                 atomic.Uint64
@@ -118,6 +128,9 @@ func New(opts Options) *Guard {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.StreamClock == nil {
+		opts.StreamClock = clock.RealClock{}
 	}
 	g := &Guard{opts: opts, delivered: opts.InitialFloor}
 	logger := klog.Background()
@@ -200,20 +213,38 @@ func (g *Guard) DeclareRegression(r reflector.Regression) {
 	}
 }
 
-// TakeDeclared reports whether the list at rv was admitted under a
-// regression already declared (so that whoever applies it does not declare
-// it again), and forgets it. The informer calls it for each list it
-// applies.
-func (g *Guard) TakeDeclared(rv string) bool {
+// ListAdmission is what the Guard decided about a list it queued.
+type ListAdmission struct {
+	// Declared says the list was admitted under a regression already
+	// declared: whoever applies it does not declare it again.
+	Declared bool
+	// Relist says the list is the relist a declared restore asked for
+	// (BeginRestore). Whatever was queued before it is of the history the
+	// server lost.
+	Relist bool
+}
+
+// TakeList returns what the Guard decided about the next list in the
+// queue, and forgets it. The informer calls it for each list it takes from
+// the queue, in order.
+func (g *Guard) TakeList() ListAdmission {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for i, d := range g.declaredListRVs {
-		if d == rv {
-			g.declaredListRVs = append(g.declaredListRVs[:i], g.declaredListRVs[i+1:]...)
-			return true
-		}
+	if len(g.queued) == 0 {
+		return ListAdmission{}
 	}
-	return false
+	a := g.queued[0]
+	g.queued = g.queued[1:]
+	return a
+}
+
+// ListsQueued counts the lists queued since the start; a list the queue
+// did not take (the informer's transform failed on it) is not counted.
+// The informer's n-th list taken from the queue is the n-th counted.
+func (g *Guard) ListsQueued() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.listsQueued
 }
 
 // BeginRestore declares r (see DeclareRegression) and has the stream start
@@ -279,7 +310,7 @@ const watchEndSlack = 5 * time.Second
 func (g *Guard) endedEarlyLocked() bool {
 	w := g.lastWatch
 	g.lastWatch = nil
-	return w != nil && !w.deadline.IsZero() && g.opts.Clock.Now().Add(watchEndSlack).Before(w.deadline)
+	return w != nil && !w.deadline.IsZero() && g.opts.StreamClock.Now().Add(watchEndSlack).Before(w.deadline)
 }
 
 func (w *openWatch) Stop() {
@@ -303,30 +334,27 @@ func (g *Guard) RelistPending() bool {
 // accept, a *StaleListError to refuse. consistent says the list was a
 // consistent read; fallback that it is client-go's plain list right after a
 // refused watch-list, the same attempt.
-func (g *Guard) admitList(rv string, consistent, fallback bool) error {
+func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), err error) {
 	listRV, parseErr := freshness.ParseRV(rv)
 	g.mu.Lock()
 	if parseErr != nil {
 		// Not comparable: nothing to guard, the informer works as a plain
 		// one until a list is comparable again.
 		wasPlain := g.plain
-		g.plain, g.refused, g.admittedAny, g.resumeAt = true, 0, true, ""
+		undo = g.admitLocked(g.delivered, ListAdmission{Relist: g.restoring}) // the floor waits for a comparable list
+		g.plain = true
 		g.mu.Unlock()
-		g.lists.Add(1)
 		if !wasPlain {
 			g.log().Error(parseErr, "List resource version cannot be ordered; guarding nothing until a list's can")
 		}
-		return nil
+		return undo, nil
 	}
 	g.plain = false
 	floor := g.floorLocked()
 	if g.restoring || floor.IsZero() || listRV.AtLeast(floor) {
-		if g.restoring {
-			g.declaredListRVs = append(g.declaredListRVs, rv)
-		}
-		g.admitLocked(listRV)
+		undo = g.admitLocked(listRV, ListAdmission{Declared: g.restoring, Relist: g.restoring})
 		g.mu.Unlock()
-		return nil
+		return undo, nil
 	}
 
 	now := g.opts.Clock.Now()
@@ -346,31 +374,49 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) error {
 		if g.refused == 0 {
 			r.Since = 0
 		}
-		g.declaredListRVs = append(g.declaredListRVs, rv)
-		g.admitLocked(listRV)
+		undo = g.admitLocked(listRV, ListAdmission{Declared: true})
 		g.mu.Unlock()
 		g.DeclareRegression(r)
-		return nil
+		return undo, nil
 	}
 	if !fallback {
 		g.refused++
 		g.staleRefused.Add(1)
 	}
-	err := &reflector.StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
-	g.lastRefusal = err
+	refusal := &reflector.StaleListError{ListResourceVersion: rv, Floor: floor.String(), Refused: g.refused}
+	g.lastRefusal = refusal
 	g.mu.Unlock()
-	g.log().V(2).Info("Refusing a list older than the cache", "listResourceVersion", rv, "floor", floor.String(), "refused", err.Refused)
-	return err
+	g.log().V(2).Info("Refusing a list older than the cache", "listResourceVersion", rv, "floor", floor.String(), "refused", refusal.Refused)
+	return nil, refusal
 }
 
-// admitLocked records an admitted list at rv: the queue now holds rv.
-func (g *Guard) admitLocked(rv freshness.RV) {
+// admitLocked records an admitted list at rv, to be queued next: the floor
+// is rv, and a declared restore has its relist. The undo it returns
+// forgets the list if the queue does not take it (the informer's transform
+// failed): the Reflector lists again, and a restore still waits for its
+// relist. g.mu is held; undo takes it.
+func (g *Guard) admitLocked(rv freshness.RV, a ListAdmission) (undo func()) {
+	prev := g.delivered
 	g.resumeAt = ""
 	g.refused = 0
 	g.restoring = false
 	g.admittedAny = true
 	g.delivered = rv
+	g.queued = append(g.queued, a)
+	g.listsQueued++
 	g.lists.Add(1)
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.queued = g.queued[:len(g.queued)-1] // the Reflector queues one list at a time: this one is last
+		g.listsQueued--
+		switch {
+		case a.Relist:
+			g.restoring, g.delivered = true, freshness.RV{}
+		case g.delivered.Compare(rv) == 0:
+			g.delivered = prev
+		}
+	}
 }
 
 // admitEvent decides whether a watch event or bookmark at rv may enter the
@@ -604,7 +650,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	}
 	ow := &openWatch{Interface: w, g: g}
 	if options.TimeoutSeconds != nil {
-		ow.deadline = g.opts.Clock.Now().Add(time.Duration(*options.TimeoutSeconds) * time.Second)
+		ow.deadline = g.opts.StreamClock.Now().Add(time.Duration(*options.TimeoutSeconds) * time.Second)
 	}
 	g.currentWatch, g.lastWatch = ow, ow
 	if watchList {
@@ -721,7 +767,8 @@ func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 	fallback := g.fallback && w == nil
 	g.fallback = false
 	g.mu.Unlock()
-	if err := g.admitList(resourceVersion, consistent, fallback); err != nil {
+	undo, err := g.admitList(resourceVersion, consistent, fallback)
+	if err != nil {
 		if w != nil {
 			w.Stop()
 			g.watchesStopped.Add(1)
@@ -731,7 +778,11 @@ func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 		}
 		return err
 	}
-	return q.RealFIFO.Replace(list, resourceVersion)
+	if err := q.RealFIFO.Replace(list, resourceVersion); err != nil {
+		undo()
+		return err
+	}
+	return nil
 }
 
 // Add queues a watch event's object unless its resource version is

@@ -144,8 +144,9 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if f := g.Floor().String(); f != "90" {
 		t.Fatalf("Floor() = %s while the declared list waits in the queue, want 90", f)
 	}
-	if !g.TakeDeclared("90") { // as FreshInformer does when it applies the list
-		t.Fatal("TakeDeclared(90) = false")
+	// As FreshInformer does when it applies the two lists:
+	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{Declared: true}) {
+		t.Fatalf("TakeList: %+v then %+v, want the list at 90 marked declared", a, b)
 	}
 	// The streak starts over: the next stale list (below the accepted 90)
 	// is refused again.
@@ -360,7 +361,7 @@ func TestWatchResumingAStreamEndedEarly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testingclock.NewFakeClock(time.Now())
 			var failed int
-			g := New(Options{InitialFloor: floorAt("100"), Clock: clk, OnRequestFailed: func() { failed++ }})
+			g := New(Options{InitialFloor: floorAt("100"), StreamClock: clk, OnRequestFailed: func() { failed++ }})
 			lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
 			ctx := context.Background()
 			timeout := int64(300)

@@ -1,0 +1,182 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/freshinformer/freshinformer/internal/guard"
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// queuedInformer returns an informer that is not run, with the Queue its
+// Reflector would fill: the test queues lists and events itself and
+// applies them (drain) when it chooses, so that what the queue holds when
+// a restore is declared or a request fails is exact.
+func queuedInformer(t *testing.T, transform toolscache.TransformFunc, opts ...Option) (*FreshInformer, *guard.Queue, *scriptedLW) {
+	t.Helper()
+	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(opts...)...)
+	if err := inf.SetTransform(transform); err != nil {
+		t.Fatal(err)
+	}
+	q := inf.guard.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc, Transformer: inf.transform})
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); inf.processor.Run(stop) }() // handlers are called
+	t.Cleanup(func() { close(stop); <-done; q.Close() })
+	return inf, q, lw
+}
+
+// drain applies the next n changes the queue holds (a list is one).
+func drain(t *testing.T, q *guard.Queue, inf *FreshInformer, n int) {
+	t.Helper()
+	for n > 0 {
+		err := q.PopBatch(func(d []toolscache.Delta, initial bool) error {
+			n -= len(d)
+			return inf.handleBatch(d, initial)
+		}, func(obj any, initial bool) error {
+			n--
+			return inf.handleDeltas(obj, initial)
+		})
+		if err != nil {
+			t.Fatalf("applying the queue: %v", err)
+		}
+	}
+}
+
+func replace(t *testing.T, q *guard.Queue, rv string, objs ...*corev1.ConfigMap) {
+	t.Helper()
+	list := make([]any, len(objs))
+	for i, o := range objs {
+		list[i] = o
+	}
+	if err := q.Replace(list, rv); err != nil {
+		t.Fatalf("queueing the list at %s: %v", rv, err)
+	}
+}
+
+// A list the Reflector queued before a restore was declared is of the
+// history the server lost, as the events behind it are: only the relist
+// the declaration asked for starts the cache over (found in review: the
+// old list, applied as if it were the relist, put the old history back
+// and released waits for the restored server's new writes on it).
+func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
+	inf, q, _ := queuedInformer(t, nil)
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	// The old server's relist and an event behind it, not yet applied
+	// when the restore check finds the server at 50.
+	replace(t, q, "104", cm("a", "100"), cm("b", "104"))
+	if err := q.Update(cm("a", "105")); err != nil {
+		t.Fatal(err)
+	}
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	drain(t, q, inf, 2)
+	if inf.tracker.Reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
+		t.Fatalf("after the old list: fresh at 60 %v, a=%q b=%q; want nothing applied before the relist",
+			inf.tracker.Reached(mustRV(t, "60")), cached(inf, "a"), cached(inf, "b"))
+	}
+	replace(t, q, "60", cm("a", "40")) // the relist the declaration asked for
+	drain(t, q, inf, 1)
+	if !inf.tracker.Reached(mustRV(t, "60")) || inf.tracker.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+		t.Fatalf("after the relist: current %v, a=%q; want 60 and a@40", inf.tracker.Current(), cached(inf, "a"))
+	}
+	if s := inf.Stats(); s.Regressions != 1 {
+		t.Fatalf("%d regressions declared, want the restore once", s.Regressions)
+	}
+	if got, want := rec.waitFor(t, 2), []string{"add a@100 initial=true", "update a@100->40"}; !slices.Equal(got, want) {
+		t.Fatalf("handlers got %q, want %q", got, want)
+	}
+}
+
+// A relist whose resource version cannot be ordered ends a declared
+// restore too: the informer then works as a plain one and applies what
+// follows (found in review: it dropped every later event for good).
+func TestRestoreRelistThatCannotBeOrderedEndsTheRestore(t *testing.T) {
+	inf, q, _ := queuedInformer(t, nil)
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	replace(t, q, "x7", cm("a", "x6"))
+	if err := q.Update(cm("a", "x8")); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, q, inf, 2)
+	if got := cached(inf, "a"); got != "x8" {
+		t.Fatalf("a=%q after the relist and an event, want x8 (a plain informer applies what follows)", got)
+	}
+}
+
+// A list the queue refused to take (the informer's transform failed) was
+// never applied: the lists that follow still end an outage, and a restore
+// whose relist failed so is still waiting for its relist.
+func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
+	failTransform := true
+	inf, q, _ := queuedInformer(t, func(obj any) (any, error) {
+		if o, ok := obj.(*corev1.ConfigMap); ok && o.Name == "bad" && failTransform {
+			return nil, errors.New("transform failed")
+		}
+		return obj, nil
+	})
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	if err := q.Replace([]any{cm("bad", "101")}, "101"); err == nil {
+		t.Fatal("the queue took a list its transform failed on")
+	}
+	inf.beginOutage() // a request fails; its check does not run here
+	if inf.tracker.Reached(mustRV(t, "100")) {
+		t.Fatal("the outage does not hold waits")
+	}
+	replace(t, q, "102", cm("a", "100")) // requested after the failure
+	drain(t, q, inf, 1)
+	if !inf.tracker.Reached(mustRV(t, "102")) {
+		t.Fatal("a list requested after the failure did not end the outage (the refused list was counted as queued)")
+	}
+
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	if err := q.Replace([]any{cm("bad", "40")}, "60"); err == nil {
+		t.Fatal("the queue took a list its transform failed on")
+	}
+	failTransform = false
+	replace(t, q, "61", cm("a", "40"), cm("bad", "40")) // the Reflector lists again
+	drain(t, q, inf, 1)
+	if !inf.tracker.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+		t.Fatalf("the restore's relist, listed again: current %v, a=%q; want 61 and a@40", inf.tracker.Current(), cached(inf, "a"))
+	}
+}
+
+// The restore check's retries run on the real clock: an informer on a fake
+// clock (WithClock, for resyncs) whose check's first read failed still
+// asks again, and the outage ends when the server answers (found in
+// review: it waited for the fake clock, holding waits until a list came).
+func TestOutageCheckRetriesOnTheRealClock(t *testing.T) {
+	inf, q, lw := queuedInformer(t, nil, WithClock(testingclock.NewFakeClock(time.Now())))
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	lw.queueLists(listResponse{rv: "120", err: connectionRefused()})
+	inf.beginOutage() // a request fails; the test runs the check itself
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.checkRestore(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "the check's first read", func() bool { return lw.listCount() > 0 })
+	lw.queueLists(listResponse{rv: "120"})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the check did not ask again: its backoff waits for the informer's fake clock")
+	}
+	if !inf.tracker.Reached(mustRV(t, "100")) {
+		t.Fatal("the server answered, yet the outage holds waits")
+	}
+}
