@@ -134,6 +134,13 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 			// Queued before the restore was declared: of the lost history.
 			return nil
 		}
+		if admitted.Relist {
+			defer func() {
+				if f.restoring { // not applied (a key error, a panicking IndexFunc): ask again
+					f.guard.RelistForRestore()
+				}
+			}()
+		}
 		info, ok := d.Object.(toolscache.ReplacedAllInfo)
 		if !ok {
 			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)

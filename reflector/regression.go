@@ -117,7 +117,9 @@ type Regression struct {
 // Stats are a Guard's counters since it was made.
 type Stats struct {
 	// Lists counts lists the Guard admitted into the cache (initial list and
-	// relists, plain or watch-list; refused ones are not counted here).
+	// relists, plain or watch-list; refused ones are not counted here, nor
+	// one asked for before a declared restore, which the informer drops;
+	// one the queue then failed to take, its transform failing, is).
 	Lists uint64
 	// Watches counts watch requests (the first and every restart).
 	Watches uint64

@@ -99,6 +99,9 @@ type Guard struct {
 	forceRelist    bool // a relist is due: the next plain watch relists first
 	relisting      bool // the relist that was due has begun; its list is not yet queued
 	watchFailed    bool // a request failed since the last watch started (see Options.OnWatchResumed)
+	// askedWhileRestoring: the last list (or watch-list) was asked for
+	// while a declared restore waited for its relist, so it is that relist.
+	askedWhileRestoring bool
 	// resumeAt is the resource version of a relist on the watch path
 	// (relist), until the stream delivers something after it or the
 	// Reflector lists: the Reflector never saw that list, so its own
@@ -248,13 +251,20 @@ func (g *Guard) ListsQueued() uint64 {
 }
 
 // BeginRestore declares r (see DeclareRegression) and has the stream start
-// over: the floor is dropped until the next list, which is a consistent read
-// accepted whatever its resource version, and the current watch is stopped
-// so that the Reflector relists at once.
+// over (RelistForRestore).
 func (g *Guard) BeginRestore(r reflector.Regression) {
 	g.DeclareRegression(r)
+	g.RelistForRestore()
+}
+
+// RelistForRestore has the stream start over after a declared restore: the
+// floor is dropped until the next list asked for from now on (a consistent
+// read, accepted whatever its resource version: the relist), and the
+// current watch is stopped so that the Reflector relists at once. The
+// informer calls it again when the relist could not be applied.
+func (g *Guard) RelistForRestore() {
 	g.mu.Lock()
-	g.restoring = true
+	g.restoring, g.askedWhileRestoring = true, false
 	g.delivered = freshness.RV{}
 	g.mu.Unlock()
 	g.RequestRelist()
@@ -330,13 +340,22 @@ func (g *Guard) RelistPending() bool {
 	return g.forceRelist || g.relisting
 }
 
-// admitList decides whether a list at rv may replace the cache: nil to
-// accept, a *StaleListError to refuse. consistent says the list was a
-// consistent read; fallback that it is client-go's plain list right after a
-// refused watch-list, the same attempt.
+// admitList decides whether a list at rv may replace the cache: it returns
+// the undo of its admission (see admitLocked) to accept, a
+// *StaleListError to refuse. consistent says the list was a consistent
+// read; fallback that it is client-go's plain list right after a refused
+// watch-list, the same attempt.
 func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), err error) {
 	listRV, parseErr := freshness.ParseRV(rv)
 	g.mu.Lock()
+	if g.restoring && !g.askedWhileRestoring {
+		// Asked for before the restore was declared: of the lost history.
+		// The informer drops it; the relist is still to come (the next
+		// watch relists first).
+		undo = g.queueLocked(ListAdmission{}, nil)
+		g.mu.Unlock()
+		return undo, nil
+	}
 	if parseErr != nil {
 		// Not comparable: nothing to guard, the informer works as a plain
 		// one until a list is comparable again.
@@ -402,19 +421,30 @@ func (g *Guard) admitLocked(rv freshness.RV, a ListAdmission) (undo func()) {
 	g.restoring = false
 	g.admittedAny = true
 	g.delivered = rv
-	g.queued = append(g.queued, a)
-	g.listsQueued++
 	g.lists.Add(1)
-	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.queued = g.queued[:len(g.queued)-1] // the Reflector queues one list at a time: this one is last
-		g.listsQueued--
+	return g.queueLocked(a, func() {
 		switch {
 		case a.Relist:
 			g.restoring, g.delivered = true, freshness.RV{}
 		case g.delivered.Compare(rv) == 0:
 			g.delivered = prev
+		}
+	})
+}
+
+// queueLocked records a, for the list to be queued next, and returns the
+// undo that forgets it and calls revert (if set) should the queue not take
+// the list. g.mu is held; undo takes it.
+func (g *Guard) queueLocked(a ListAdmission, revert func()) (undo func()) {
+	g.queued = append(g.queued, a)
+	g.listsQueued++
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.queued = g.queued[:len(g.queued)-1] // the Reflector queues one list at a time: this one is last
+		g.listsQueued--
+		if revert != nil {
+			revert()
 		}
 	}
 }
@@ -528,6 +558,7 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pendingWatch, g.lastWatch = nil, nil
+	g.askedWhileRestoring = g.restoring
 	g.relisting = g.relisting || g.forceRelist
 	g.forceRelist = false // this is the relist
 	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
@@ -778,10 +809,16 @@ func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 		}
 		return err
 	}
+	queued := false
+	defer func() {
+		if !queued { // an error, or a panicking transform client-go recovers from
+			undo()
+		}
+	}()
 	if err := q.RealFIFO.Replace(list, resourceVersion); err != nil {
-		undo()
 		return err
 	}
+	queued = true
 	return nil
 }
 

@@ -233,3 +233,55 @@ func TestAdvanceRaisesTheFloorUnlessARegressionIntervened(t *testing.T) {
 		t.Fatalf("Floor after a voided Advance(30) = %s, want 20", got)
 	}
 }
+
+// A list asked for before a restore was declared, queued after it, is not
+// the relist the restore waits for (found in review: it passed for it and
+// started the cache over on the old history): it is queued to be dropped,
+// the floor stays down, and the next watch relists.
+func TestListAskedForBeforeARestoreIsNotItsRelist(t *testing.T) {
+	g := New(Options{})
+	inner := &scriptWL{listRV: "104"}
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	ctx := context.Background()
+	if err := q.Replace(nil, "100"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	g.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: "50", Floor: "100"})
+	if err := q.Replace(nil, "104"); err != nil { // the answer to the list asked for before
+		t.Fatal(err)
+	}
+	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{}) {
+		t.Fatalf("TakeList: %+v then %+v, want neither marked the relist", a, b)
+	}
+	if !g.Floor().IsZero() || !g.RelistPending() {
+		t.Fatalf("floor %v, relist pending %v: want the restore still waiting for its relist", g.Floor(), g.RelistPending())
+	}
+	inner.listRV = "60"
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "104"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := g.TakeList(); a != (ListAdmission{Declared: true, Relist: true}) {
+		t.Fatalf("the relist on the watch path: %+v, want it marked the restore's relist", a)
+	}
+}
+
+// A transform that panics while a list is queued leaves no admission
+// behind (client-go's Reflector recovers and lists again): the lists that
+// follow keep their places.
+func TestListWhoseTransformPanicsIsUndone(t *testing.T) {
+	g := New(Options{})
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc, Transformer: func(any) (any, error) { panic("transform") }})
+	defer q.Close()
+	func() {
+		defer func() { _ = recover() }()
+		_ = q.Replace([]any{obj("1")}, "100")
+	}()
+	if n := g.ListsQueued(); n != 0 {
+		t.Fatalf("ListsQueued = %d after a list whose transform panicked, want 0", n)
+	}
+}
