@@ -451,6 +451,7 @@ type seedRun struct {
 
 	appliedMu sync.Mutex
 	applied   map[uint64]int64 // write -> declared regressions when the cache applied it
+	queued    map[uint64]int64 // write -> declared regressions when the informer queued it (markQueued)
 	// The writes recorded with RecordWrite in the current epoch.
 	writes      map[uint64]bool
 	writesEpoch int
@@ -606,6 +607,7 @@ func runFaultSeed(seed uint64) *seedReport {
 		counts:      map[string]int{},
 		writes:      map[uint64]bool{},
 		applied:     map[uint64]int64{},
+		queued:      map[uint64]int64{},
 		active:      map[*apimodel.Faults]time.Time{},
 	}
 	defer r.srv.Close()
@@ -640,6 +642,9 @@ func runFaultSeed(seed uint64) *seedReport {
 		WithRegressionHandler(func(g reflector.Regression) { r.regressions.Add(1); r.trace("REGRESSION %+v", g) }),
 		routeOpt,
 	)
+	if err := r.inf.SetTransform(r.markQueued); err != nil {
+		r.failf("SetTransform: %v", err)
+	}
 	staleMsg, _, _ := strings.Cut((&reflector.StaleListError{ListResourceVersion: "\x00"}).Error(), "\x00")
 	_ = r.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, rf *toolscache.Reflector, err error) {
 		r.count("watch-errors", 1)
@@ -1302,12 +1307,36 @@ func (r *seedRun) markApplied(obj any) ([]string, error) {
 	return nil, nil
 }
 
+// markQueued is the informer's transform: it runs as an event is queued,
+// before the cache applies it, and notes the declared regressions then.
+func (r *seedRun) markQueued(obj any) (any, error) {
+	if c, ok := obj.(*corev1.ConfigMap); ok {
+		if v := apimodel.VersionOf(c); v.Exists {
+			r.appliedMu.Lock()
+			if _, seen := r.queued[v.Write]; !seen {
+				r.queued[v.Write] = r.regressions.Load()
+			}
+			r.appliedMu.Unlock()
+		}
+	}
+	return obj, nil
+}
+
 // appliedMark returns the declared regressions when the cache applied the
 // state written by write.
 func (r *seedRun) appliedMark(write uint64) (int64, bool) {
 	r.appliedMu.Lock()
 	defer r.appliedMu.Unlock()
 	regs, ok := r.applied[write]
+	return regs, ok
+}
+
+// queuedMark returns the declared regressions when the informer queued the
+// state a write made (markQueued), if it was.
+func (r *seedRun) queuedMark(write uint64) (int64, bool) {
+	r.appliedMu.Lock()
+	defer r.appliedMu.Unlock()
+	regs, ok := r.queued[write]
 	return regs, ok
 }
 
@@ -1407,11 +1436,17 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 		// history). Any later state of the key is newer than that list.
 		rev = 0
 	}
-	mark := regs // a deletion's application is not seen; its delivery is later
-	if !deleted {
-		if at, ok := h.r.appliedMark(v.Write); ok {
-			mark = at
-		}
+	// A deletion's application is not seen (the indexer calls no index
+	// function with the deleting event): it was queued before, and is
+	// delivered after. A regression declared in between covers it: a
+	// declared restore drops what is applied after the declaration, and a
+	// list's regression is declared when the list is queued, before the
+	// deletions queued ahead of it are applied.
+	mark := regs
+	if at, ok := h.r.appliedMark(v.Write); ok && !deleted {
+		mark = at
+	} else if at, ok := h.r.queuedMark(v.Write); ok && deleted {
+		mark = at
 	}
 	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: mark}
 }

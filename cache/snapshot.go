@@ -65,35 +65,51 @@ func (f *FreshInformer) snapshotRoute() bool {
 }
 
 // snapshot is a consistent list of the informer's objects (its namespace
-// and selectors): the server's state at rv, or its first page.
+// and selectors): the server's state at rv, or its first objects.
 type snapshot struct {
 	rv       freshness.RV
 	items    []runtime.Object
-	complete bool // not a first page: every object the informer lists
+	complete bool // every object the informer lists
 }
 
-// listSnapshot reads a snapshot of at most limit objects, and records its
-// resource version as the server's newest known one.
+// listSnapshot reads a snapshot of at most limit objects, following the
+// server's continue tokens (a server may answer with fewer objects than
+// asked for; every page is of the first's resource version), and records
+// its resource version as the server's newest known one.
 func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot, error) {
+	lw := toolscache.ToListerWatcherWithContext(f.lw)
 	sent := f.clock.Now()
-	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{Limit: limit})
-	if err != nil {
-		return snapshot{}, err
+	var s snapshot
+	opts := metav1.ListOptions{Limit: limit}
+	for {
+		obj, err := lw.ListWithContext(ctx, opts)
+		if err != nil {
+			return snapshot{}, err
+		}
+		list, err := meta.ListAccessor(obj)
+		if err != nil {
+			return snapshot{}, err
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return snapshot{}, err
+		}
+		if opts.Continue == "" {
+			if s.rv, err = freshness.ParseRV(list.GetResourceVersion()); err != nil {
+				return snapshot{}, fmt.Errorf("the server's list resource version: %w", err)
+			}
+			f.recordServerRV(sent, s.rv)
+		}
+		s.items = append(s.items, items...)
+		opts.Continue = list.GetContinue()
+		if opts.Continue == "" || len(items) == 0 {
+			s.complete = opts.Continue == ""
+			return s, nil
+		}
+		if opts.Limit = limit - int64(len(s.items)); opts.Limit <= 0 {
+			return s, nil
+		}
 	}
-	list, err := meta.ListAccessor(obj)
-	if err != nil {
-		return snapshot{}, err
-	}
-	rv, err := freshness.ParseRV(list.GetResourceVersion())
-	if err != nil {
-		return snapshot{}, fmt.Errorf("the server's list resource version: %w", err)
-	}
-	f.recordServerRV(sent, rv)
-	items, err := meta.ExtractList(obj)
-	if err != nil {
-		return snapshot{}, err
-	}
-	return snapshot{rv: rv, items: items, complete: list.GetContinue() == ""}, nil
 }
 
 // snapshotProbe proves the cache fresh from a snapshot when it can (see
