@@ -394,19 +394,45 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	}
 }
 
-// A watch resumed after an outage is verified by the outage's own check:
-// one check per outage, not a second one after it (found in review: every
-// watch the server ended early cost two snapshot lists).
-func TestOneRestoreCheckPerOutage(t *testing.T) {
-	inf, lw, release := startOutage(t)
-	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
-	release()
-	waitFresh(t, inf, "50")
-	eventually(t, "the watch to be resumed", func() bool { return lw.watchesFailed() && inf.guard.WatchOpen() })
+// A watch the server ended early is verified by one check: the outage its
+// resumption begins starts one, and the resumed watch waits for that one
+// instead of queueing a second (found in review: every watch the server
+// ended early cost two snapshot lists).
+func TestWatchEndedEarlyIsVerifiedOnce(t *testing.T) {
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	w.Stop() // minutes before its timeout
+	lw.nextWatcher()
+	eventually(t, "the resumed watch to be open", inf.guard.WatchOpen)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	inf.restoreChecks.WaitIdle(ctx)
 	if n := inf.Stats().RestoreProbes; n != 1 {
-		t.Fatalf("%d restore checks ran for one outage, want 1", n)
+		t.Fatalf("%d restore checks ran for one early-ended watch, want 1", n)
+	}
+}
+
+// A watch resumed after its outage's check answered is checked again: the
+// server may have gone down and come back restored while the Reflector
+// backed off, and no request of the informer's saw it.
+func TestWatchResumedAfterTheCheckAnsweredIsCheckedAgain(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, release := startOutage(t, WithRegressionHandler(regs.handle))
+	hold := lw.holdWatches()
+	t.Cleanup(hold)
+	release()
+	waitFresh(t, inf, "50") // the check answered: the outage is over
+	// Restored to 60 meanwhile, below the floor of 100.
+	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}})
+	eventually(t, "the Reflector's next watch", func() bool { return lw.heldWatches() > 0 })
+	hold()
+	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
+		t.Fatalf("declared %+v, want the server found behind", r)
+	}
+	waitFresh(t, inf, "60")
+	if got := cached(inf, "a"); got != "40" {
+		t.Fatalf("a=%q after the relist, want 40", got)
 	}
 }

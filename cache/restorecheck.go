@@ -88,11 +88,11 @@ func (f *FreshInformer) launchRestoreCheck() {
 func (f *FreshInformer) checkRestore(ctx context.Context) {
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: outageCheckMaxInterval}
 	for {
-		failures := f.outage.failed()
+		failures, watches := f.outage.failed(), f.guard.Stats().Watches
 		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		res := f.verifyServer(rctx)
 		cancel()
-		if held := f.outage.answered(&f.tracker, res == checkAnswered, failures); !held && res != checkVoided {
+		if held := f.outage.answered(&f.tracker, res == checkAnswered, failures, watches); !held && res != checkVoided {
 			return
 		}
 		t := time.NewTimer(backoff.Step())
@@ -152,9 +152,21 @@ type outage struct {
 	// failure: those may still be on their way to the cache, and say
 	// nothing of the server after it.
 	afterLists uint64
+	// answeredAt is the Guard's watch request count when the last read
+	// that answered was sent: a watch requested after it may have reached
+	// a server that restarted since (verifyAfterOutage).
+	answeredAt uint64
 	// wake cuts the check's retry backoff short (the watch was started
 	// again: the server is back). Buffered, one slot; not guarded.
 	wake chan struct{}
+}
+
+// answeredSince reports whether a read sent since the Guard counted
+// watches watch requests has answered.
+func (o *outage) answeredSince(watches uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.answeredAt >= watches
 }
 
 // holding reports whether an outage holds waits: no read sent after the
@@ -188,11 +200,14 @@ func (o *outage) failed() uint64 {
 }
 
 // answered records the restore check's outcome: a read sent after failures
-// failed requests answered (or did not), and reports whether an outage
-// still holds waits. Resume may run the tracker's callbacks: the caller
-// holds no informer lock.
-func (o *outage) answered(t *freshness.Tracker, answered bool, failures uint64) (held bool) {
+// failed requests and watches watch requests answered (or did not), and
+// reports whether an outage still holds waits. Resume may run the
+// tracker's callbacks: the caller holds no informer lock.
+func (o *outage) answered(t *freshness.Tracker, answered bool, failures, watches uint64) (held bool) {
 	o.mu.Lock()
+	if answered {
+		o.answeredAt = max(o.answeredAt, watches)
+	}
 	end := o.on && answered && o.failures == failures
 	if end {
 		o.on = false
@@ -250,20 +265,26 @@ func (f *FreshInformer) beginOutage() {
 // failed request (the Guard's OnWatchResumed): a server that was down may
 // come back from a restored etcd without a bumped revision, and a watch
 // resumed from the old resource version would then wait, silently, for the
-// old history to be rewritten. The outage's check tells (a restore is
-// declared as by checkWrite): unless a read sent after the last failure
-// answered already, it asks now, and the Reflector waits for its answer.
+// old history to be rewritten. A check tells (a restore is declared as by
+// checkWrite): the outage's own, woken from its backoff, if it has not
+// answered yet; none if a read sent since this watch was requested has
+// answered; else a new one (the server may have restarted again while the
+// Reflector backed off). The Reflector waits for its answer.
 func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 	if f.incomparable.Load() {
 		f.outage.end(&f.tracker)
 		return
 	}
-	if !f.outage.holding() {
-		return // answered for the server since the last failure
-	}
-	select {
-	case f.outage.wake <- struct{}{}:
+	switch {
+	case f.outage.holding():
+		select {
+		case f.outage.wake <- struct{}{}:
+		default:
+		}
+	case f.outage.answeredSince(f.guard.Stats().Watches):
+		return
 	default:
+		f.launchRestoreCheck()
 	}
 	// The Reflector waits (its watch is not read meanwhile) so that a
 	// restore the check declares is relisted at once; a server that does

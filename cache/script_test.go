@@ -45,14 +45,41 @@ type scriptedLW struct {
 	t    *testing.T
 	mode streamMode
 
-	mu         sync.Mutex
-	lists      []listResponse
-	listCalls  []metav1.ListOptions
-	watchOpts  []metav1.ListOptions
-	watchErrs  []error // what the next watch requests fail with
-	watchers   chan *watch.RaceFreeFakeWatcher
-	probeHold  chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
-	probesHeld int           // limit=1 lists that waited for probeHold
+	mu          sync.Mutex
+	lists       []listResponse
+	listCalls   []metav1.ListOptions
+	watchOpts   []metav1.ListOptions
+	watchErrs   []error // what the next watch requests fail with
+	watchers    chan *watch.RaceFreeFakeWatcher
+	probeHold   chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
+	probesHeld  int           // limit=1 lists that waited for probeHold
+	watchHold   chan struct{} // while set, the informer's watches wait for it to close (holdWatches)
+	watchesHeld int           // watches that waited for watchHold
+}
+
+// holdWatches makes the informer's watch requests (not the probes') wait
+// until release is called.
+func (lw *scriptedLW) holdWatches() (release func()) {
+	hold := make(chan struct{})
+	lw.mu.Lock()
+	lw.watchHold = hold
+	lw.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lw.mu.Lock()
+			lw.watchHold = nil
+			lw.mu.Unlock()
+			close(hold)
+		})
+	}
+}
+
+// heldWatches reports how many watch requests have waited for holdWatches.
+func (lw *scriptedLW) heldWatches() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.watchesHeld
 }
 
 // holdProbes makes the informer's limit=1 lists (freshness and restore
@@ -134,8 +161,14 @@ func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
 		return watch.NewFake(), nil // a freshness probe's watch: silent (quiet_test.go scripts them)
 	}
-	w := watch.NewRaceFreeFake()
 	lw.mu.Lock()
+	if hold := lw.watchHold; hold != nil {
+		lw.watchesHeld++
+		lw.mu.Unlock()
+		<-hold
+		lw.mu.Lock()
+	}
+	w := watch.NewRaceFreeFake()
 	lw.watchOpts = append(lw.watchOpts, opts)
 	if len(lw.watchErrs) > 0 {
 		err := lw.watchErrs[0]
