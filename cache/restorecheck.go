@@ -268,14 +268,20 @@ func (f *FreshInformer) beginOutage() {
 // old history to be rewritten. A check tells (a restore is declared as by
 // checkWrite): the outage's own, woken from its backoff, if it has not
 // answered yet; none if a read sent since this watch was requested has
-// answered; else a new one (the server may have restarted again while the
-// Reflector backed off). The Reflector waits for its answer.
+// answered, or a restore was declared (its relist follows); else a new one
+// (the server may have restarted again while the Reflector backed off).
+// The Reflector waits for its answer.
 func (f *FreshInformer) verifyAfterOutage(ctx context.Context) {
 	if f.incomparable.Load() {
 		f.outage.end(&f.tracker)
 		return
 	}
+	f.lockApply()
+	restoring := f.restoring
+	f.unlockApply()
 	switch {
+	case restoring:
+		return
 	case f.outage.holding():
 		select {
 		case f.outage.wake <- struct{}{}:
