@@ -14,8 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/freshinformer/freshinformer/integration/testenv"
 )
@@ -98,6 +100,10 @@ func TestWatchSeesConfigMapChanges(t *testing.T) {
 	defer goleak.VerifyNone(t, append(testenv.GoleakOptions(), goleak.IgnoreCurrent())...)
 	ctx := testenv.Context(t, 30*time.Second)
 	cs := testenv.Clientset(t)
+	// A connection this test opens (the shared transport's were closed by
+	// a test that restarted the apiserver) stays in the transport's pool
+	// with its read loop running: close it before looking for leaks.
+	defer utilnet.CloseIdleConnectionsFor(cs.CoreV1().RESTClient().(*rest.RESTClient).Client.Transport)
 	ns := testenv.Namespace(t)
 
 	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: smokeConsistentRV(ctx, t, cs, ns)})
