@@ -1288,55 +1288,45 @@ type handlerSeen struct {
 	rev     uint64
 	write   uint64 // the write of the state last seen
 	deleted bool
-	regs    int64 // declared regressions when the cache applied that state (see appliedMark)
+	regs    int64 // declared regressions when the cache applied that state (see markApplied)
 }
 
 // markApplied is an index function of the informer's indexer: the indexer
 // calls it as it stores an object, so the first call for a write is when
 // the cache applied that state. It notes the declared regressions then.
 func (r *seedRun) markApplied(obj any) ([]string, error) {
-	if c, ok := obj.(*corev1.ConfigMap); ok {
-		if v := apimodel.VersionOf(c); v.Exists {
-			r.appliedMu.Lock()
-			if _, seen := r.applied[v.Write]; !seen {
-				r.applied[v.Write] = r.regressions.Load()
-			}
-			r.appliedMu.Unlock()
-		}
-	}
+	r.markFirst(r.applied, obj)
 	return nil, nil
 }
 
 // markQueued is the informer's transform: it runs as an event is queued,
 // before the cache applies it, and notes the declared regressions then.
 func (r *seedRun) markQueued(obj any) (any, error) {
+	r.markFirst(r.queued, obj)
+	return obj, nil
+}
+
+// markFirst notes in marks the declared regressions the first time it sees
+// the state of obj's write.
+func (r *seedRun) markFirst(marks map[uint64]int64, obj any) {
 	if c, ok := obj.(*corev1.ConfigMap); ok {
 		if v := apimodel.VersionOf(c); v.Exists {
 			r.appliedMu.Lock()
-			if _, seen := r.queued[v.Write]; !seen {
-				r.queued[v.Write] = r.regressions.Load()
+			if _, seen := marks[v.Write]; !seen {
+				marks[v.Write] = r.regressions.Load()
 			}
 			r.appliedMu.Unlock()
 		}
 	}
-	return obj, nil
 }
 
-// appliedMark returns the declared regressions when the cache applied the
-// state written by write.
-func (r *seedRun) appliedMark(write uint64) (int64, bool) {
+// mark returns the declared regressions marks noted for the state written
+// by write (markApplied: when the cache applied it; markQueued: when the
+// informer queued it), if it noted any.
+func (r *seedRun) mark(marks map[uint64]int64, write uint64) (int64, bool) {
 	r.appliedMu.Lock()
 	defer r.appliedMu.Unlock()
-	regs, ok := r.applied[write]
-	return regs, ok
-}
-
-// queuedMark returns the declared regressions when the informer queued the
-// state a write made (markQueued), if it was.
-func (r *seedRun) queuedMark(write uint64) (int64, bool) {
-	r.appliedMu.Lock()
-	defer r.appliedMu.Unlock()
-	regs, ok := r.queued[write]
+	regs, ok := marks[write]
 	return regs, ok
 }
 
@@ -1443,9 +1433,9 @@ func (h *checkingHandler) see(what string, obj any, deleted bool) {
 	// list's regression is declared when the list is queued, before the
 	// deletions queued ahead of it are applied.
 	mark := regs
-	if at, ok := h.r.appliedMark(v.Write); ok && !deleted {
+	if at, ok := h.r.mark(h.r.applied, v.Write); ok && !deleted {
 		mark = at
-	} else if at, ok := h.r.queuedMark(v.Write); ok && deleted {
+	} else if at, ok := h.r.mark(h.r.queued, v.Write); ok && deleted {
 		mark = at
 	}
 	h.keys[name] = handlerSeen{rev: rev, write: v.Write, deleted: deleted, regs: mark}

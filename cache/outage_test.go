@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/freshinformer/freshinformer/reflector"
@@ -35,16 +36,24 @@ func (lw *scriptedLW) watchesFailed() bool {
 	return len(lw.watchErrs) == 0
 }
 
+// startFresh starts an informer fresh at 100 (a@100) whose server, asked
+// again, answers at 120 with a@100.
+func startFresh(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
+	t.Helper()
+	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, opts...)
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	return inf, lw, w
+}
+
 // startOutage starts an informer fresh at 100 (a@100) whose server then
 // goes away: its watch ends and the next watch request is refused. The
 // restore check's reads are held until release; once released, the server
 // answers at 120, holding a@100.
 func startOutage(t *testing.T, opts ...Option) (inf *FreshInformer, lw *scriptedLW, release func()) {
 	t.Helper()
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, opts...)
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	inf, lw, w := startFresh(t, opts...)
 	release = lw.holdProbes()
 	t.Cleanup(release)
 	lw.failWatches(connectionRefused())
@@ -331,10 +340,7 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 // restart: waits are held until a consistent read answers, as after a
 // failed request.
 func TestWatchEndedEarlyHoldsWaitsUntilTheServerAnswers(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	inf, lw, w := startFresh(t)
 	release := lw.holdProbes()
 	defer release()
 	w.Stop() // minutes before its timeout; the Reflector's next watch succeeds
@@ -399,10 +405,7 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 // instead of queueing a second (found in review: every watch the server
 // ended early cost two snapshot lists).
 func TestWatchEndedEarlyIsVerifiedOnce(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	inf, lw, w := startFresh(t)
 	w.Stop() // minutes before its timeout
 	lw.nextWatcher()
 	eventually(t, "the resumed watch to be open", inf.guard.WatchOpen)

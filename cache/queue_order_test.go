@@ -44,6 +44,13 @@ func queuedInformerOn(t *testing.T, lw toolscache.ListerWatcher, transform tools
 	return inf, q
 }
 
+// declareRestore declares, as a restore check would, that the server went
+// back to 50.
+func declareRestore(t *testing.T, inf *FreshInformer) {
+	t.Helper()
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+}
+
 // drain applies the next n changes the queue holds (a list is one).
 func drain(t *testing.T, q *guard.Queue, inf *FreshInformer, n int) {
 	t.Helper()
@@ -109,7 +116,7 @@ func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 	if err := q.Update(cm("a", "105")); err != nil {
 		t.Fatal(err)
 	}
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	declareRestore(t, inf)
 	drain(t, q, inf, 2)
 	if inf.tracker.Reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
 		t.Fatalf("after the old list: fresh at 60 %v, a=%q b=%q; want nothing applied before the relist",
@@ -136,7 +143,7 @@ func TestRestoreRelistThatCannotBeOrderedEndsTheRestore(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	declareRestore(t, inf)
 	askList(t, inf)
 	replace(t, q, "x7", cm("a", "x6"))
 	if err := q.Update(cm("a", "x8")); err != nil {
@@ -174,7 +181,7 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 		t.Fatal("a list requested after the failure did not end the outage (the refused list was counted as queued)")
 	}
 
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	declareRestore(t, inf)
 	askList(t, inf)
 	if err := q.Replace([]any{cm("bad", "40")}, "60"); err == nil {
 		t.Fatal("the queue took a list its transform failed on")
@@ -195,7 +202,7 @@ func TestRestoreRelistThatFailsIsAskedForAgain(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	declareRestore(t, inf)
 	askList(t, inf)
 	if err := q.Replace([]any{"not an object"}, "60"); err != nil {
 		t.Fatal(err)

@@ -51,60 +51,60 @@ type scriptedLW struct {
 	watchOpts   []metav1.ListOptions
 	watchErrs   []error // what the next watch requests fail with
 	watchers    chan *watch.RaceFreeFakeWatcher
-	probeHold   chan struct{} // while set, limit=1 lists wait for it to close (holdProbes)
-	probesHeld  int           // limit=1 lists that waited for probeHold
-	watchHold   chan struct{} // while set, the informer's watches wait for it to close (holdWatches)
-	watchesHeld int           // watches that waited for watchHold
+	probes      gate // limit=1 lists (holdProbes)
+	watchesGate gate // the informer's watches, not the probes' (holdWatches)
+}
+
+// gate holds requests of one kind while closed. Under scriptedLW.mu.
+type gate struct {
+	ch   chan struct{} // while set, requests wait for it to close
+	held int           // requests that waited
 }
 
 // holdWatches makes the informer's watch requests (not the probes') wait
 // until release is called.
-func (lw *scriptedLW) holdWatches() (release func()) {
-	hold := make(chan struct{})
-	lw.mu.Lock()
-	lw.watchHold = hold
-	lw.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			lw.mu.Lock()
-			lw.watchHold = nil
-			lw.mu.Unlock()
-			close(hold)
-		})
-	}
-}
+func (lw *scriptedLW) holdWatches() (release func()) { return lw.hold(&lw.watchesGate) }
 
 // heldWatches reports how many watch requests have waited for holdWatches.
-func (lw *scriptedLW) heldWatches() int {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return lw.watchesHeld
-}
+func (lw *scriptedLW) heldWatches() int { return lw.heldAt(&lw.watchesGate) }
 
 // holdProbes makes the informer's limit=1 lists (freshness and restore
 // probes) wait until release is called.
-func (lw *scriptedLW) holdProbes() (release func()) {
-	hold := make(chan struct{})
+func (lw *scriptedLW) holdProbes() (release func()) { return lw.hold(&lw.probes) }
+
+// heldProbes reports how many limit=1 lists have waited for holdProbes.
+func (lw *scriptedLW) heldProbes() int { return lw.heldAt(&lw.probes) }
+
+func (lw *scriptedLW) hold(g *gate) (release func()) {
+	ch := make(chan struct{})
 	lw.mu.Lock()
-	lw.probeHold = hold
+	g.ch = ch
 	lw.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			lw.mu.Lock()
-			lw.probeHold = nil
+			g.ch = nil
 			lw.mu.Unlock()
-			close(hold)
+			close(ch)
 		})
 	}
 }
 
-// heldProbes reports how many limit=1 lists have waited for holdProbes.
-func (lw *scriptedLW) heldProbes() int {
+func (lw *scriptedLW) heldAt(g *gate) int {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	return lw.probesHeld
+	return g.held
+}
+
+// pass waits while g holds requests; lw.mu is held, and released meanwhile.
+func (lw *scriptedLW) pass(g *gate) {
+	if ch := g.ch; ch != nil {
+		g.held++
+		lw.mu.Unlock()
+		<-ch
+		lw.mu.Lock()
+	}
 }
 
 func newScriptedLW(t *testing.T, mode streamMode, first listResponse) *scriptedLW {
@@ -132,15 +132,7 @@ func (lw *scriptedLW) nextList(opts metav1.ListOptions) listResponse {
 func (lw *scriptedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 	if opts.Limit == 1 { // a freshness probe: the current answer, not consumed
 		lw.mu.Lock()
-		hold := lw.probeHold
-		if hold != nil {
-			lw.probesHeld++
-		}
-		lw.mu.Unlock()
-		if hold != nil {
-			<-hold
-		}
-		lw.mu.Lock()
+		lw.pass(&lw.probes)
 		lw.listCalls = append(lw.listCalls, opts)
 		r := lw.lists[0]
 		lw.mu.Unlock()
@@ -162,12 +154,7 @@ func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 		return watch.NewFake(), nil // a freshness probe's watch: silent (quiet_test.go scripts them)
 	}
 	lw.mu.Lock()
-	if hold := lw.watchHold; hold != nil {
-		lw.watchesHeld++
-		lw.mu.Unlock()
-		<-hold
-		lw.mu.Lock()
-	}
+	lw.pass(&lw.watchesGate)
 	w := watch.NewRaceFreeFake()
 	lw.watchOpts = append(lw.watchOpts, opts)
 	if len(lw.watchErrs) > 0 {
