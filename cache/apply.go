@@ -4,17 +4,21 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/reflector"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/klog/v2"
 )
 
 // handleDeltas is the controller's Process function: it applies one queue
-// item to the indexer, advances the tracker, then notifies handlers.
+// item to the indexer, submits its resource version to the trust state,
+// then notifies handlers.
 func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 	deltas, ok := obj.(toolscache.Deltas)
 	if !ok {
@@ -25,98 +29,85 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 
 // handleBatch is the controller's ProcessBatch function: a run of
 // changes to distinct keys, popped from the queue at once (client-go's
-// InOrderInformersBatchProcess), applied in order. A regression found
-// while applying is declared before the batch's later changes advance
-// freshness.
+// InOrderInformersBatchProcess), applied in order. Regressions found while
+// applying hold every wait until they are declared, once applyMu is
+// released; then the callbacks the batch released run.
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
-	for len(deltas) > 0 {
-		n, found, err := f.applyRun(deltas, isInInitialList)
-		deltas = deltas[n:]
-		if found {
-			f.declareFound()
-		}
-		if err != nil {
+	f.applyMu.Lock()
+	defer f.unlockApply() // also when a transform or IndexFunc panics
+	for _, d := range deltas {
+		if err := f.apply(d, isInInitialList); err != nil {
+			f.log().Error(err, "Failed to apply a change to the cache", "type", d.Type)
 			return err
 		}
 	}
 	return nil
 }
 
-// applyRun applies deltas in order under applyMu until one fails or
-// finds a regression to declare, and returns how many it took. The lock is
-// released by defer: a panicking IndexFunc or transform unwinds to
-// client-go's process loop (which reports it and, with
-// utilruntime.ReallyCrash off, goes on) without leaving the informer
-// wedged.
-func (f *FreshInformer) applyRun(deltas []toolscache.Delta, isInInitialList bool) (n int, found bool, err error) {
-	f.lockApply()
-	defer f.unlockApply()
-	for _, d := range deltas {
-		n++
-		if err = f.apply(d, isInInitialList); err != nil {
-			f.logger.Error(err, "Failed to apply a change to the cache", "type", d.Type)
-			return n, len(f.declare) > 0, err
-		}
-		if len(f.declare) > 0 {
-			return n, true, nil
-		}
-	}
-	return n, false, nil
-}
-
-// lockApply takes applyMu for a section that may move the tracker. The
-// freshness callbacks such a section releases (AfterFreshness, WhenFresh,
-// write-visible metrics) are held until unlockApply has dropped the lock,
-// and run there, on this goroutine: a callback may call back into the
-// informer (RecordWrite, AddEventHandler, AddIndexers, ...) without
-// deadlocking it. Callers hold no other lock of the informer.
-func (f *FreshInformer) lockApply() {
-	f.applyMu.Lock()
-	f.tracker.HoldCallbacks()
-}
-
-// unlockApply ends lockApply and runs the callbacks it held.
+// unlockApply releases applyMu, then declares the regressions found under
+// it and runs the freshness callbacks released meanwhile (AfterFreshness,
+// WhenFresh, write-visible metrics), on this goroutine and with no
+// informer lock held: a callback may call back into the informer. Every
+// section that holds applyMu ends with it.
 func (f *FreshInformer) unlockApply() {
+	declare, barrier, due := f.declare, f.declareBarrier, f.due
+	f.declare, f.declareBarrier, f.due = nil, nil, nil
 	f.applyMu.Unlock()
-	f.tracker.RunHeldCallbacks()
-}
-
-// declareFound declares the regressions found while applying, outside
-// applyMu (the user's callback may call back into the informer), then
-// releases the handlers and waiters the regressing list reached: a handler
-// that sees a key go back, or a caller told "fresh" after a lost write,
-// finds the regression already declared.
-func (f *FreshInformer) declareFound() {
-	f.applyMu.Lock()
-	declare, resume, barrier := f.declare, f.resumeAfterDeclare, f.declareBarrier
-	f.declare, f.resumeAfterDeclare, f.declareBarrier = nil, 0, nil
-	f.applyMu.Unlock()
+	if len(declare) == 0 {
+		due.Run()
+		return
+	}
 	for _, r := range declare {
-		f.guard.DeclareRegression(r)
+		f.declareRegression(r)
 	}
 	if barrier != nil {
 		close(barrier)
 	}
-	for range resume {
-		f.tracker.Resume()
+	append(due, f.trust.declared(len(declare))...).Run()
+}
+
+// settle keeps what a trust update released, for unlockApply. applyMu is
+// held.
+func (f *FreshInformer) settle(due rvwait.Due) {
+	f.due = append(f.due, due...)
+}
+
+// found records a regression found under applyMu: every wait is held
+// until unlockApply has declared it. rewritten says the cache's history
+// changed (a list replaced it), which voids proofs in flight.
+func (f *FreshInformer) found(r reflector.Regression, rewritten bool) {
+	slices.Sort(r.SampleKeys)
+	f.declare = append(f.declare, r)
+	f.settle(f.trust.found(rewritten))
+}
+
+// declareRegression declares r: an error-level log, Stats.Regressions and
+// the OnRegression callback (whose panic is handled as a handler's). It is
+// the one path by which a regression is made known.
+func (f *FreshInformer) declareRegression(r reflector.Regression) {
+	f.regressions.Add(1)
+	kv := []any{"reason", r.Reason, "listResourceVersion", r.ListResourceVersion, "floor", r.Floor}
+	if r.Refused > 0 {
+		kv = append(kv, "refused", r.Refused, "since", r.Since)
+	}
+	if r.Keys > 0 || r.WritesLost > 0 {
+		kv = append(kv, "keys", r.Keys, "writesLost", r.WritesLost, "sampleKeys", r.SampleKeys)
+	}
+	f.log().Error(nil, "Declared regression: the cache follows the server back in time (etcd restored from a backup?)", kv...)
+	if f.onRegression != nil {
+		func() {
+			defer utilruntime.HandleCrash()
+			f.onRegression(r)
+		}()
 	}
 }
 
-// holdUntilDeclared suspends the tracker until declareFound has declared
-// the regressions found so far, so that no waiter the regressing change
-// reaches is released before. applyMu is held.
-func (f *FreshInformer) holdUntilDeclared() {
-	f.tracker.Suspend()
-	f.resumeAfterDeclare++
-}
-
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
-	if f.restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
+	if f.trust.state == restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
 		// A restore was declared: what the queue still holds from before
-		// its relist (lists included, below) is of the history the server
-		// lost, or of a watch resumed on the restored one: the relist
-		// replaces it all. Applied, it would show handlers states the
-		// relist takes back.
+		// its relist is of the history the server lost, or of a watch
+		// resumed on the restored one: the relist replaces it all.
+		// Applied, it would show handlers states the relist takes back.
 		return nil
 	}
 	switch d.Type {
@@ -128,16 +119,14 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		}
 		return nil
 	case toolscache.ReplacedAll:
-		f.listsTaken++
 		admitted := f.guard.TakeList()
-		if f.restoring && !admitted.Relist {
-			// Queued before the restore was declared: of the lost history.
-			return nil
-		}
-		if admitted.Relist {
+		if f.trust.state == restoring {
+			if admitted.Stamp.Epoch < f.trust.restoreEpoch {
+				return nil // requested before the restore was declared: of the lost history
+			}
 			defer func() {
-				if f.restoring { // not applied (a key error, a panicking IndexFunc): ask again
-					f.guard.RelistForRestore()
+				if f.trust.state == restoring { // not applied (a key error, a panicking IndexFunc): ask again
+					f.guard.RequestRelist()
 				}
 			}()
 		}
@@ -145,7 +134,7 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		if !ok {
 			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
 		}
-		return f.replaceAll(info, admitted.Declared, isInInitialList)
+		return f.replaceAll(info, admitted, isInInitialList)
 	case toolscache.SyncAll:
 		for _, obj := range f.indexer.List() {
 			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, true)
@@ -164,11 +153,8 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 // clientset, and nothing about it can be called fresh. The next comparable
 // list ends plain mode. err is ParseRV's error for "".
 func (f *FreshInformer) unstamped(rv string, err error) {
-	if rv == "" && err != nil {
-		f.startOnEvent = false
-		if !f.incomparable.Load() {
-			f.markIncomparable(errUnstamped(err))
-		}
+	if rv == "" && err != nil && f.trust.state != plain {
+		f.markIncomparable(errUnstamped(err))
 	}
 }
 
@@ -198,7 +184,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		// would come back to life; its deletion may have been malformed, so
 		// that freshness stayed at the add's own resource version).
 		if f.notNewerThanStream(newRV, newErr) {
-			f.reject("add", obj, newRVs, f.tracker.Current().String())
+			f.reject("add", obj, newRVs, f.trust.applied.String())
 			return nil
 		}
 		if err := f.indexer.Add(obj); err != nil {
@@ -217,7 +203,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		return nil
 	}
 	if newRVs != oldRVs && f.behindStream(newRV, newErr) {
-		f.reject("update", obj, newRVs, f.tracker.Current().String())
+		f.reject("update", obj, newRVs, f.trust.applied.String())
 		return nil
 	}
 	if err := f.indexer.Update(obj); err != nil {
@@ -260,14 +246,14 @@ func (f *FreshInformer) delete(obj any) error {
 	if exists && !isTombstone && f.behindStream(delRV, delErr) {
 		// Out of order whatever the cached state, which may be malformed
 		// and so not comparable with it: a replay of an older deletion.
-		f.reject("delete", obj, delRVs, f.tracker.Current().String())
+		f.reject("delete", obj, delRVs, f.trust.applied.String())
 		return nil
 	}
 	if !exists && !isTombstone && f.notNewerThanStream(delRV, delErr) {
 		// The key is gone already; a deletion not newer than the stream
 		// (every event has a revision of its own) is a duplicate or a
 		// replay of one that handlers have heard of.
-		f.reject("delete", obj, delRVs, f.tracker.Current().String())
+		f.reject("delete", obj, delRVs, f.trust.applied.String())
 		return nil
 	}
 	if !exists && !isTombstone && delErr != nil && delRVs != "" {
@@ -277,7 +263,7 @@ func (f *FreshInformer) delete(obj any) error {
 		// the indexer, so none of them holds the key: nothing to tell.
 		// (Unstamped objects, from fake clientsets, are delivered as
 		// client-go does.)
-		if logger := f.logger.V(4); logger.Enabled() {
+		if logger := f.log().V(4); logger.Enabled() {
 			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(asMeta(obj)), "resourceVersion", delRVs)
 		}
 		return nil
@@ -305,7 +291,7 @@ func (f *FreshInformer) delete(obj any) error {
 // deleted key brought back included), or is itself older than the cache,
 // that is declared as a regression (once per list) unless the Guard already
 // declared it.
-func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, isInInitialList bool) error {
+func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted guard.ListAdmission, isInInitialList bool) error {
 	type change struct{ old, new any }
 	changes := make([]change, 0, len(info.Objects))
 	listed := make(map[string]struct{}, len(info.Objects))
@@ -315,8 +301,8 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, is
 	// Where the cache stood: it applied every event up to there (none to
 	// trust in plain mode, or while a declared restore waits for this list).
 	var reached freshness.RV
-	if !f.incomparable.Load() && !f.restoring {
-		reached = f.tracker.Current()
+	if f.trust.state == trusted {
+		reached = f.trust.applied
 	}
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -329,11 +315,13 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, is
 		switch {
 		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
 			back.add(key, &back.keys)
-		case old == nil && passed(resourceVersion(obj), reached):
-			// Not cached, at a state the cache had passed: the cache
-			// applied that state's event, so it applied the key's deletion
-			// too, and the list brings the key back (etcd restored, with a
-			// bumped revision, to before the deletion).
+		case passed(resourceVersion(obj), reached) && (old == nil || f.differs(old, obj)):
+			// At a state the cache had passed, which it does not hold: the
+			// cache applied that state's event, and whatever came after it
+			// (a deletion, a newer state) would be in the list. The list
+			// brings the key back (etcd restored to before the deletion,
+			// with a bumped revision), or comes from another history (a
+			// restore without one, outrun by new writes).
 			back.add(key, &back.keys)
 		case checkWrites && f.written.lost(key, resourceVersion(obj), listRV):
 			back.add(key, &back.lostWrites)
@@ -353,8 +341,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, is
 	f.cachedKeys.Store(int64(len(listed)))
 	// The list is the state at its resource version: no zone behind it.
 	f.endZone()
-	slices.Sort(back.sample) // a watch-list's objects come in no set order
-	f.observeList(info.ResourceVersion, back, declared)
+	f.observeList(info.ResourceVersion, back, admitted)
 	if len(f.declare) > 0 && f.declareBarrier == nil {
 		// Handlers hear of keys going back only once the regression is
 		// declared (declareFound lifts the barrier).
@@ -379,7 +366,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, declared, is
 // stream delivered: a stream's resource versions only grow, so it is out of
 // order, whether or not its key is cached. applyMu is held.
 func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
-	return err == nil && !f.incomparable.Load() && f.streamCompare(rv) > 0
+	return err == nil && f.trust.state == trusted && f.streamCompare(rv) > 0
 }
 
 // notNewerThanStream reports whether an event at rv is not newer than what
@@ -387,7 +374,7 @@ func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
 // or a duplicate: every event has a resource version of its own. applyMu
 // is held.
 func (f *FreshInformer) notNewerThanStream(rv freshness.RV, err error) bool {
-	return err == nil && !f.incomparable.Load() && f.streamCompare(rv) >= 0
+	return err == nil && f.trust.state == trusted && f.streamCompare(rv) >= 0
 }
 
 // streamCompare compares the stream's position with rv: the applied
@@ -397,33 +384,21 @@ func (f *FreshInformer) streamCompare(rv freshness.RV) int {
 	if !f.zone.end.IsZero() {
 		return f.zone.stream.Compare(rv)
 	}
-	return f.tracker.Compare(rv)
+	return f.trust.applied.Compare(rv)
 }
 
-// observeEvent advances freshness to an applied event's or bookmark's
-// resource version. applyMu is held.
+// observeEvent advances freshness to an applied event's resource version.
+// applyMu is held.
 func (f *FreshInformer) observeEvent(rv freshness.RV) {
 	f.recent.add(rv)
 	f.observe(rv)
 }
 
-// observe advances freshness to an applied resource version; while a
-// declared restore waits for its relist, only that list moves it.
+// observe submits an applied event's or bookmark's resource version.
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
 	f.streamAt(rv)
-	if f.incomparable.Load() && f.startOnEvent {
-		// The first comparable resource version after a list at "0":
-		// the stream is comparable from here on.
-		f.startOnEvent = false
-		f.incomparable.Store(false)
-		f.tracker.Reset(rv)
-		return
-	}
-	if f.incomparable.Load() || f.restoring {
-		return
-	}
-	f.tracker.Advance(rv)
+	f.settle(f.trust.advance(rv))
 }
 
 // listRegression counts the keys a list moved back: cached keys listed at
@@ -441,31 +416,21 @@ func (b *listRegression) add(key string, count *int) {
 	}
 }
 
-// observeList moves freshness to an applied list's resource version. A list
-// older than the cache reaches here only under a regression the Guard
-// declared (or, should the Guard have missed it, one declared here): the
-// cache now holds that older state, so freshness follows it down, or a
-// later write with a resource version below the old high would look fresh
-// too soon. back counts the keys the list moved to older states than
-// cached or written. A regression found here is declared before waiters
-// for the list's resource version are released (handleBatch), so a caller
-// told "fresh" can tell from the regression count whether it lost a write.
-// applyMu is held.
-func (f *FreshInformer) observeList(s string, back listRegression, declared bool) {
-	defer f.outage.listed(&f.tracker, f.listsTaken) // once the tracker holds the list's RV
-	restoring := f.restoring
-	f.restoring = false // this is the relist (apply drops the others)
-	rv, err := freshness.ParseRV(s)
+// observeList submits an applied list's resource version. A list older
+// than the cache reaches here only under a regression the Guard declared
+// (or, should the Guard have missed it, one found here): the cache now
+// holds that older state, so freshness follows it down, or a later write
+// with a resource version below the old high would look fresh too soon.
+// back counts the keys the list moved to older states than cached or
+// written: found here, and declared before any wait is released. applyMu
+// is held.
+func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
+	f.recent.reset()
 	if s == "0" {
-		// No position (a fake source listing nothing; API servers never
-		// list at "0"): waits block until the first comparable event or
-		// bookmark starts freshness.
-		f.incomparable.Store(true)
-		f.startOnEvent = true
-		f.recent.reset()
-		f.tracker.Reset(freshness.RV{})
+		f.settle(f.trust.listedAtZero(admitted.Stamp))
 		return
 	}
+	rv, err := freshness.ParseRV(s)
 	if err != nil {
 		if s == "" {
 			err = errUnstamped(err)
@@ -473,56 +438,41 @@ func (f *FreshInformer) observeList(s string, back listRegression, declared bool
 		f.markIncomparable(err)
 		return
 	}
-	f.startOnEvent = false
 	f.zone.stream = rv
-	wasIncomparable := f.incomparable.Swap(false)
-	var prev freshness.RV // what the cache had applied; none in plain mode
-	if !wasIncomparable {
-		prev = f.tracker.Current()
+	var prev freshness.RV // what the cache had applied; none to compare with when starting over
+	if f.trust.state == trusted {
+		prev = f.trust.applied
 	}
 	found := func(reason reflector.RegressionReason) {
-		f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
-			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
-		declared = true
+		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
+			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
 	}
 	switch {
-	case wasIncomparable || restoring:
-		// Starting over: after plain mode there is nothing to compare
-		// with, and a restore was declared when it was proven.
-		f.tracker.Reset(rv)
+	case prev.IsZero() || admitted.Regressed:
 	case rv.Compare(prev) < 0:
-		if !declared {
-			found(reflector.RegressionStaleList)
-		}
-		f.tracker.Reset(rv)
-	case declared || (back.keys == 0 && back.lostWrites == 0):
-		f.tracker.Advance(rv)
-	default:
-		if back.keys > 0 {
-			found(reflector.RegressionKeysWentBack)
-		} else {
-			found(reflector.RegressionWritesLost)
-		}
-		f.holdUntilDeclared()
-		f.tracker.Advance(rv)
+		found(reflector.RegressionStaleList)
+	case back.keys > 0:
+		found(reflector.RegressionKeysWentBack)
+	case back.lostWrites > 0:
+		found(reflector.RegressionWritesLost)
 	}
-	if rv.Compare(prev) < 0 || restoring || back.keys > 0 || back.lostWrites > 0 {
+	if f.trust.state == restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
 		f.written.reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.pruneReached(rv)
 	}
-	f.recent.reset()
+	f.settle(f.trust.listed(rv, admitted.Stamp))
 }
 
 // markIncomparable switches the informer to plain mode until a list's
 // resource version is comparable again: the server serves resource versions
 // that cannot be ordered (some aggregated API servers), so no freshness can
 // be claimed. Single events with malformed resource versions do not get
-// here: the Guard counts and skips them.
+// here: the Guard counts and skips them. applyMu is held.
 func (f *FreshInformer) markIncomparable(err error) {
-	if f.incomparable.CompareAndSwap(false, true) {
-		logIncomparable(f.logger, err) // scope.go
-		f.tracker.SetIncomparable(err)
+	if f.trust.state != plain {
+		logIncomparable(f.log(), err) // scope.go
+		f.settle(f.trust.incomparable(err))
 		f.recent.reset()
 	}
 }
@@ -532,6 +482,13 @@ func (f *FreshInformer) markIncomparable(err error) {
 func passed(rv string, reached freshness.RV) bool {
 	in, err := freshness.ParseRV(rv)
 	return err == nil && !reached.IsZero() && in.Compare(reached) <= 0
+}
+
+// differs reports whether the cached old and the listed obj are at
+// different comparable resource versions.
+func (f *FreshInformer) differs(old, obj any) bool {
+	_, err := freshness.ParseRV(resourceVersion(old))
+	return err == nil && resourceVersion(old) != resourceVersion(obj)
 }
 
 // olderQuiet reports whether rv is older than cachedRV, both comparable.
@@ -554,7 +511,7 @@ func (f *FreshInformer) older(in freshness.RV, inErr error, cachedRV string) boo
 
 func (f *FreshInformer) reject(what string, obj any, rv, cachedRV string) {
 	f.outOfOrder.Add(1)
-	if logger := f.logger.V(4); logger.Enabled() {
+	if logger := f.log().V(4); logger.Enabled() {
 		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(asMeta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
 	}
 }

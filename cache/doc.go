@@ -37,51 +37,73 @@
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
 // elsewhere, options.go is the one place defaults are set.
 //
-// Every change is written to the indexer before the tracker moves, and the
-// tracker moves before handlers hear of the change: when WaitForFreshness(rv)
-// returns nil, every event up to rv that the informer's selector admits is in
-// the indexer.
+// Every change is written to the indexer before its resource version
+// reaches the trust state, and that before handlers hear of the change:
+// when WaitForFreshness(rv) returns nil, every event up to rv that the
+// informer's selector admits is in the indexer.
 //
-// # When the resource version advances
+// # When a wait returns
 //
-// The tracker (LastObservedResourceVersion, and the indexer's
-// LastStoreSyncResourceVersion) moves to:
+// One type decides it (trust.go): the informer's trust state, under one
+// lock, with one function (publish) that says what waits see. Every piece
+// of evidence is submitted to it, stamped with the epoch (regressions
+// found) and the failures seen when its request was sent; evidence from an
+// older epoch is void.
 //
-//   - an applied event's RV, once the object is in (or out of) the indexer;
-//   - a bookmark's RV, once every event in front of it on the stream has been
-//     applied (the queue is FIFO, so that is when the bookmark is reached);
-//   - a list's RV, once the whole list has replaced the indexer;
-//   - an RV the quiet-resource probe proved the stream holds nothing below,
-//     or a snapshot's RV when the cache holds exactly that snapshot's state.
+//	          first list                 list ("0" only: first event)
+//	syncing ───────────────▶ trusted ◀─────────────────────────────┐
+//	   │                     │  ▲  │ consistent read below the floor,    │
+//	   │ list RV             │  │  │ snapshot keys gone back, lost       │
+//	   │ not comparable      │  │  │ writes a check shows                │
+//	   ▼                     │  │  ▼                                     │
+//	 plain ◀─────────────────┘  │ restoring ── its relist applied ───────┘
+//	   └── comparable list ─────┘ (queued events and lists asked for
+//	                               before it are dropped)
 //
-// It never moves back, with one exception: a declared regression (the server
-// went back in time, see below) resets it to the accepted list's RV, or, when
-// a restore check proves the server is behind, to none until the relist is
-// applied; until then, what the queue still holds from before that relist,
-// lists included, is dropped (it is of the lost history, and the relist
-// replaces it).
-// While a restore check is in flight, a list's regression waits to
-// be declared, or a list or watch request has failed (or a watch the server
-// ended well before its timeout is resumed) and no consistent read sent,
-// nor list requested, after it has answered (an outage: the server may come
-// back from a restored etcd), the tracker is suspended (freshness.Tracker.Suspend): no
-// wait is told "fresh" until the question is settled.
+// A wait for rv returns nil exactly when the state is trusted, applied is
+// at least rv, and nothing puts applied in doubt:
 //
-// The guard's floor is the highest RV the queue has delivered (or a probe
-// proved); an older event or bookmark never lowers it. A list older than
+//   - an outage: a list or watch request failed, or the server ended a
+//     watch well before its timeout (an apiserver shutting down ends its
+//     streams, and may come back from a restored etcd), and no list
+//     requested after it has been applied, nor a restore check sent after
+//     it answered. The stream that resumes relists first (on the watch
+//     path, without the Reflector's backoff), or, for an informer larger
+//     than the restore check's snapshot, runs the check;
+//   - a restore check in flight: a recorded write below applied that the
+//     stream never delivered (RecordWrite) may come from a server
+//     restored without --bump-revision;
+//   - a regression found and not yet declared.
+//
+// Applied moves to an applied event's RV, to a bookmark's (every event in
+// front of it is applied, the queue being FIFO), to a list's once it has
+// replaced the indexer, to a snapshot's RV when the cache holds exactly
+// that snapshot's state, and to a bookmark proof's end once applied has
+// reached its start (see Quiet resources). It never moves back, except to
+// a list's RV under a declared regression, and to none while restoring.
+// In plain, every wait fails with an error matching
+// freshness.ErrIncomparable; after Stop, with freshness.ErrStopped; before
+// Run, freshness.ErrNotStarted. A consistent read sent after a wait began
+// that answers below its target fails it with
+// freshness.ErrTooLargeResourceVersion. LastObservedResourceVersion (and
+// the indexer's LastStoreSyncResourceVersion) reports applied, held or
+// not.
+//
+// The guard's floor is the highest RV the queue has delivered or a proof
+// reached; an older event or bookmark never lowers it. A list older than
 // the floor is refused and retried; a consistent list below it, a list that
 // brings keys back to older states, a list past a write recorded with
 // RecordWrittenObject that holds the written key older (the write was lost),
 // a recorded write confirmed below it, and older lists served for longer
 // than AcceptRegressionAfter are declared regressions: logged at error level,
 // counted (Stats.Regressions), reported to the OnRegression callback, never
-// silent, and declared before the waiters the regressing list releases. A
-// single event with a malformed RV is counted and applied without advancing
-// freshness; a bookmark with one, and an event or bookmark with an
-// implausible RV (see reflector.Plausible), is counted and skipped. Only a
-// list RV that cannot be ordered, or events with no RV at all (a fake
-// clientset's), switch the informer to a plain informer, until a comparable
-// list arrives.
+// silent, and declared before any wait the regressing list reaches is
+// released. A single event with a malformed RV is counted and applied
+// without advancing freshness; a bookmark with one, and an event or
+// bookmark with an implausible RV (see reflector.Plausible), is counted and
+// skipped. Only a list RV that cannot be ordered, or events with no RV at
+// all (a fake clientset's), switch the informer to plain, until a
+// comparable list arrives.
 //
 // # Quiet resources
 //
@@ -100,7 +122,7 @@
 // the cache holds, compared key by key with the cache under applyMu. Every
 // write gives its object an RV of its own, so if the list holds exactly
 // the cached keys at the cached RVs, the cache holds the state at the
-// list's RV L, and the tracker and the guard's floor move to L: one round
+// list's RV L, and applied and the guard's floor move to L: one round
 // trip. Any difference proves nothing, and the bookmark route follows,
 // reusing L. What a snapshot cannot show: a key created and deleted between
 // the applied RV and L is in neither, yet its events are still on the
@@ -125,10 +147,10 @@
 //     deadline. A bookmark B after events e1 < ... < ek proves there is no
 //     event in (ek, B] (or in (A, B] without events), and the events it
 //     shows are ones the informer's own stream delivers too.
-//  3. Once the tracker has applied ek (at once if there were no events; an
-//     event received but still queued is waited for), the tracker advances
-//     to B and the guard's floor rises with it. So the applied RV only
-//     moves past events that are already in the indexer: guarantee 1 holds.
+//  3. Once applied reaches ek (at once if there were no events; an event
+//     received but still queued is waited for), applied moves to B and the
+//     guard's floor rises with it. So the applied RV only moves past events
+//     that are already in the indexer: guarantee 1 holds.
 //
 // Resources the apiserver serves without a watch cache never get bookmarks.
 // A large informer's first probe learns it (its auxiliary watch ends
@@ -140,11 +162,19 @@
 // are pending, one timer per informer, and at most one probe at a time
 // however many callers wait.
 //
-// The restore check (restorecheck.go) reads the same snapshot, of up to the
+// Every consistent read a probe, Sync or a restore check sends is also
+// evidence: one below the floor when it was sent shows the server's
+// history went back (a restore is declared), and waits that joined before
+// it for targets above it fail with freshness.ErrTooLargeResourceVersion.
+// While no wait could be released by a probe (an outage, a restore), none
+// is sent, and probes back off while waits stay pending.
+//
+// The restore check (check.go) reads the same snapshot, of up to the
 // snapshot limit's objects (DefaultSnapshotProbeLimit where the route is
-// off), without moving the tracker where the route is off: a key listed at an RV up to the applied one that
-// the cache does not hold at that RV shows the server's history went back,
-// even when new writes have carried a restored server past the floor.
+// off), without moving applied where the route is off: a key listed at an
+// RV up to the applied one that the cache does not hold at that RV shows
+// the server's history went back, even when new writes have carried a
+// restored server past the floor.
 //
 // # Glossary
 //
@@ -159,9 +189,9 @@
 //   - last sync (LastSyncResourceVersion): client-go's: what the Reflector
 //     last received, applied or not.
 //   - applied, or last observed (LastObservedResourceVersion; the
-//     indexer's LastStoreSyncResourceVersion reports the same; the
-//     tracker's Current): the newest RV the indexer holds everything up to.
-//     It is the one high-water mark: waits compare against it.
+//     indexer's LastStoreSyncResourceVersion reports the same): the newest
+//     RV the indexer holds everything up to. It is the one high-water mark:
+//     waits compare against it (see "When a wait returns").
 //
 // Sync: HasSynced means the initial list is applied (client-go's sense);
 // Sync(ctx) is a read barrier (fresh as the server was when called);
@@ -169,8 +199,8 @@
 //
 // Probe: a request off the informer's own stream. The quiet-resource probe
 // (quietprobe.go, ProbeStats) proves a quiet stream fresh; the restore check
-// (restorecheck.go, Stats.RestoreProbes) asks whether the server went back
-// in time; ServerResourceVersion is the consistent read both start with.
+// (check.go, Stats.RestoreProbes) asks whether the server went back in
+// time; ServerResourceVersion is the consistent read both start with.
 //
 // Scope: what an informer lists: a namespace and label and field selectors
 // (Selector). Two informers of one resource with different scopes see
@@ -187,14 +217,13 @@
 // Locks are taken in this order, never the reverse:
 //
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
-//	                   applyMu → Guard.mu, Tracker.mu
-//	afterFreshCall.mu → quietProbe.mu → Guard.mu, Tracker.mu
-//	applyMu → outage.mu → Tracker.mu
-//	restore check probe.Runner.mu → Tracker.mu (Suspend; Resume runs after it)
-//	quietProbe.mu → its probe.Runner.mu
-//	writeVisibility.mu → Tracker.mu, metrics.Provider.mu
+//	                   applyMu → Guard.mu → trust (its waiter set's lock)
+//	afterFreshCall.mu → quietProbe.mu → probe.Runner.mu, trust
+//	probe.Runner.mu (restore checks) → trust
+//	writeVisibility.mu → trust, metrics.Provider.mu
 //
-// Guard.mu, Tracker.mu and newestMu are leaves: none calls out while held
-// (the tracker runs callbacks after unlocking; the guard declares
-// regressions after unlocking).
+// The trust's lock and newestMu are leaves. Nothing calls out while
+// holding one: the freshness callbacks a step releases, and the
+// regressions it finds, are run and declared once applyMu is released
+// (unlockApply); the Guard declares what it finds after unlocking.
 package cache

@@ -105,6 +105,7 @@ func factoryConfig(opts []FactoryOption) informers.Config[*FreshInformer] {
 	}
 	o.config.ResourceFor = mapper.ResourceFor
 	o.config.HasStarted = (*FreshInformer).HasStarted
+	o.config.Starting = (*FreshInformer).starting
 	return o.config
 }
 

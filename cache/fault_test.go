@@ -710,7 +710,8 @@ func runFaultSeed(seed uint64) *seedReport {
 	for range stopWaiters {
 		storm.Go(func() {
 			err := r.inf.WaitForFreshness(context.Background(), far)
-			if !errors.Is(err, freshness.ErrStopped) {
+			// A probe may show the target beyond the server first.
+			if !errors.Is(err, freshness.ErrStopped) && !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
 				r.failf("a waiter pending at stop returned %v, want ErrStopped", err)
 			}
 			released.Add(1)
@@ -941,6 +942,7 @@ func (r *seedRun) waitAndCheck(epoch int, target uint64, timeout time.Duration) 
 	// Recorded before the wait began: a waiter can pick a revision from the
 	// server before the writer has told the informer of it.
 	recorded := r.recordedWrite(epoch, target)
+	committed := r.srv.Rev() // before the wait began
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := r.inf.WaitForFreshness(ctx, strconv.FormatUint(target, 10))
@@ -962,6 +964,18 @@ func (r *seedRun) waitAndCheck(epoch int, target uint64, timeout time.Duration) 
 	case errors.Is(err, freshness.ErrStopped):
 		if !r.stopping.Load() {
 			r.failf("WaitForFreshness(%d) = %v before the informer was stopped", target, err)
+		}
+	case errors.Is(err, freshness.ErrTooLargeResourceVersion):
+		// A consistent read sent after the wait began answered below the
+		// target: right only if the server had not committed it then.
+		r.count("waits-too-large", 1)
+		var tl *freshness.TooLargeResourceVersionError
+		server, _ := strconv.ParseUint(func() string { errors.As(err, &tl); return tl.ServerResourceVersion }(), 10, 64)
+		switch {
+		case tl.ResourceVersion != strconv.FormatUint(target, 10) || server >= target:
+			r.failf("WaitForFreshness(%d) = %v: the error does not name the target above the server", target, err)
+		case target <= committed && r.srv.Epoch() == epoch && r.regressions.Load() == regs:
+			r.failf("WaitForFreshness(%d) = %v, but the server had committed %d before the wait began", target, err, committed)
 		}
 	default:
 		r.failf("WaitForFreshness(%d) = %v", target, err)
@@ -1193,6 +1207,7 @@ func (r *seedRun) storm(cancelStorm bool) {
 				r.failf("WaitForFreshness(%s) returned nil, but the server is at %d", far, r.srv.Rev())
 			case errors.Is(err, freshness.ErrIncomparable) && r.misbehaved():
 			case errors.Is(err, ctx.Err()) && errors.As(err, &we) && we.Target == far:
+			case errors.Is(err, freshness.ErrTooLargeResourceVersion) && errors.As(err, &we) && we.Target == far:
 			default:
 				r.failf("storm waiter: WaitForFreshness(%s) = %v, want a *freshness.WaitError with the context's error", far, err)
 			}

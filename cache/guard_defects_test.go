@@ -570,11 +570,11 @@ func TestWriteBelowFloorTriggersRestore(t *testing.T) {
 }
 
 // A server that comes back from an outage restored without
-// --bump-revision: the informer's watch resumes from its old resource
+// --bump-revision: the informer's watch would resume from its old resource
 // version, which the restored history reaches again only with other
-// writes. The first watch after the outage triggers one consistent read;
-// below the floor, the restore is declared at once and the informer
-// relists. After a plain outage the read finds nothing and declares nothing.
+// writes. The resumed stream relists first, with a consistent read: below
+// the floor, the restore is declared at once and the cache follows it.
+// After a plain outage the relist declares nothing.
 func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	for _, restored := range []bool{true, false} {
@@ -592,19 +592,18 @@ func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
 			lw.mu.Unlock()
 			lw.queueLists(after)
 			w.Stop() // the server went away
-			eventually(t, "the probe after the outage", func() bool { return inf.Stats().RestoreProbes >= 1 })
 			if !restored {
-				time.Sleep(100 * time.Millisecond)
-				if s := inf.Stats(); s.Regressions != 0 || inf.LastObservedResourceVersion() != "100" {
-					t.Fatalf("a plain outage: stats %+v, at %s", s, inf.LastObservedResourceVersion())
+				waitFresh(t, inf, "120")
+				if s := inf.Stats(); s.Regressions != 0 || cached(inf, "a") != "100" {
+					t.Fatalf("a plain outage: stats %+v, a=%q", s, cached(inf, "a"))
 				}
 				return
 			}
 			r := regs.next(t)
-			if r.Reason != reflector.RegressionServerBehind || r.ListResourceVersion != "60" || r.Floor != "100" {
+			if r.Reason != reflector.RegressionConsistentList || r.ListResourceVersion != "60" || r.Floor != "100" {
 				t.Fatalf("regression %+v", r)
 			}
-			eventually(t, "the restored list", func() bool { return inf.LastObservedResourceVersion() == "60" })
+			waitFresh(t, inf, "60")
 			if cached(inf, "a") != "40" || inf.Stats().Regressions != 1 {
 				t.Fatalf("a=%q stats %+v", cached(inf, "a"), inf.Stats())
 			}
@@ -612,10 +611,11 @@ func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
 	}
 }
 
-// While the watch cannot be started again, a recorded write below the
-// cache is checked even at a resource version the stream delivered: a
-// server back from a restore without --bump-revision hands those out again
-// before the informer's watch resumes.
+// While the watch cannot be started again, a write below the cache, even
+// at a resource version the stream delivered, is not taken as fresh: a
+// server back from a restore without --bump-revision hands those out
+// again before the informer's watch resumes. The wait for it returns once
+// the consistent relist has declared the restore, with the restored state.
 func TestWriteDuringOutageIsVerified(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	regs := newRegressionLog()
@@ -624,16 +624,19 @@ func TestWriteDuringOutageIsVerified(t *testing.T) {
 	w.Add(cm("b", "100"))
 	waitFresh(t, inf, "100")
 	lw.mu.Lock()
-	lw.watchErrs = []error{refused, refused, refused, refused, refused, refused}
+	lw.watchErrs = []error{refused, refused}
 	lw.mu.Unlock()
-	lw.queueLists(listResponse{rv: "99", objects: []*corev1.ConfigMap{cm("a", "99")}})
+	lw.queueLists(listResponse{rv: "99", objects: []*corev1.ConfigMap{cm("a", "99", "restored")}})
 	w.Stop()
-	eventually(t, "a failed watch", inf.guard.WatchFailing)
+	eventually(t, "the outage", func() bool { return !inf.trust.reached(mustRV(t, "99")) })
 	if err := inf.RecordWrite("99"); err != nil { // delivered before, handed out again
 		t.Fatal(err)
 	}
-	r := regs.next(t)
-	if r.Reason != reflector.RegressionServerBehind || r.Floor != "100" {
+	waitFresh(t, inf, "99")
+	if s := inf.Stats(); s.Regressions != 1 || cached(inf, "b") != "" {
+		t.Fatalf("the wait for 99 returned with b cached at %q and %d regressions declared, want the restore declared first", cached(inf, "b"), s.Regressions)
+	}
+	if r := regs.next(t); r.Reason != reflector.RegressionConsistentList || r.Floor != "100" {
 		t.Fatalf("regression %+v", r)
 	}
 }

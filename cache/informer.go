@@ -19,6 +19,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/probe"
+	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -33,63 +34,54 @@ import (
 // It satisfies toolscache.SharedIndexInformer: listers, WaitForCacheSync,
 // event handlers, transforms and indexers work as with client-go's.
 type FreshInformer struct {
-	lw          toolscache.ListerWatcher
-	objectType  runtime.Object
-	description string
-	name        string
-	resource    schema.GroupResource
-	selector    Selector
-	clock       clock.Clock
-	indexer     toolscache.Indexer
-	tracker     freshness.Tracker
-	guard       *guard.Guard
-	processor   *handlers.Processor
-	metrics     InformerMetrics // nil without WithMetrics
-	quietDelay  time.Duration   // WithQuietProbeDelay
+	lw           toolscache.ListerWatcher
+	objectType   runtime.Object
+	description  string
+	name         string
+	resource     schema.GroupResource
+	selector     Selector
+	clock        clock.Clock
+	indexer      toolscache.Indexer
+	trust        trust // the one place that decides when a wait returns (trust.go)
+	guard        *guard.Guard
+	processor    *handlers.Processor
+	metrics      InformerMetrics // nil without WithMetrics
+	onRegression func(reflector.Regression)
+	quietDelay   time.Duration // WithQuietProbeDelay
 	// snapshotLimit is WithSnapshotProbeLimit's, defaulted (negative:
 	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
 	// that routing a probe costs no scan of the indexer.
 	snapshotLimit    int
 	restoreCheckByRV bool // Options.internal.restoreCheckByRV
 	cachedKeys       atomic.Int64
-	quiet            quietProbe // bounded freshness on quiet resources (quietprobe.go)
+	quiet            quietProbe                  // bounded freshness on quiet resources (quietprobe.go)
+	checks           probe.Runner                // restore checks of suspicious writes (check.go)
+	started          atomic.Bool                 // Run was called, or a factory's Start is about to (starting)
+	logger           atomic.Pointer[klog.Logger] // the run's (log)
+	regressions      atomic.Uint64               // declared (Stats.Regressions)
+	resumeChecks     atomic.Uint64               // restore checks before a resumed watch (Stats.RestoreProbes)
 
 	newestMu    sync.Mutex      // guards newestWrite; a leaf
 	newestWrite freshness.RV    // the newest RecordWrite
 	visible     writeVisibility // write-to-visible samples, with metrics (metrics.go)
 
-	// applyMu serializes applying deltas (apply.go) with handler and
-	// indexer registration, so a late handler sees a consistent initial
-	// list; it guards the indexer's writes and the fields below. Taken
-	// after mu, before handlers.Processor.mu, Guard.mu and Tracker.mu (doc.go).
-	applyMu   sync.Mutex
-	logger    klog.Logger  // set at start; read under applyMu
-	restoring bool         // a restore was declared: freshness waits for the relist; under applyMu
-	recent    recentRVs    // RVs of recently applied events; under applyMu
-	zone      snapshotZone // the stream behind a snapshot (snapshot.go); under applyMu
-	// listsTaken counts the lists taken from the queue, applied or
-	// dropped: the n-th is the n-th the Guard queued. Under applyMu.
-	listsTaken   uint64
-	incomparable atomic.Bool // the last list's RV cannot be ordered
-	// startOnEvent: the last list was at "0" (a fake source with nothing
-	// in it; API servers never list at "0"), so freshness starts at the
-	// first comparable event or bookmark after it. Under applyMu.
-	startOnEvent  bool
-	restoreChecks *probe.Runner          // restore verification (restorecheck.go)
-	outage        outage                 // waits held after a failed request (restorecheck.go)
-	declare       []reflector.Regression // found while applying; declared once applyMu is released
-	// resumeAfterDeclare counts the suspensions (holdUntilDeclared) of a
-	// list or snapshot that brought a regression: declareFound resumes
-	// the tracker that many times once the regressions are declared. A
-	// snapshot may find one while a list's waits to be declared.
-	resumeAfterDeclare int
-	// declareBarrier holds the handlers' notifications from that list
-	// back until the regression is declared.
+	// applyMu serializes applying deltas (apply.go), proofs and restores
+	// with handler and indexer registration, so a late handler sees a
+	// consistent initial list; it guards the indexer's writes and the
+	// fields below. Taken after mu, before handlers.Processor.mu,
+	// Guard.mu and the trust's lock (doc.go).
+	applyMu sync.Mutex
+	recent  recentRVs              // RVs of recently applied events
+	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
+	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
+	declare []reflector.Regression // found; declared once applyMu is released
+	// declareBarrier holds the handlers' notifications from a list that
+	// brought a regression back until it is declared.
 	declareBarrier chan struct{}
 	written        writtenKeys // recorded writes not yet applied (lostwrites.go)
 
 	mu                   sync.Mutex // guards the fields below; taken before applyMu
-	started, stopped     bool
+	running, stopped     bool
 	controller           toolscache.Controller
 	transform            toolscache.TransformFunc
 	watchErrorHandler    toolscache.WatchErrorHandlerWithContext
@@ -131,22 +123,19 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		resyncCheckPeriod:    options.ResyncPeriod,
 		defaultHandlerResync: options.ResyncPeriod,
 		synced:               make(chan struct{}),
-		logger:               klog.Background(),
 		quietDelay:           options.QuietProbeDelay,
 		snapshotLimit:        options.SnapshotProbeLimit,
 		restoreCheckByRV:     options.internal.restoreCheckByRV,
+		onRegression:         options.OnRegression,
 	}
-	f.restoreChecks = newRestoreChecks(&f.tracker)
-	f.outage.wake = make(chan struct{}, 1)
+	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
+		Owner:                 guardOwner{f},
 		InitialFloor:          initialFloor,
 		ConsistentInitialList: options.ConsistentInitialList,
 		AcceptRegressionAfter: options.AcceptRegressionAfter,
-		OnRegression:          options.OnRegression,
-		OnWatchResumed:        f.verifyAfterOutage,
-		OnRequestFailed:       f.beginOutage,
 		Clock:                 options.Clock,
 		StreamClock:           options.internal.streamClock,
 	})
@@ -154,6 +143,18 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		f.metrics = options.Metrics.InformerMetrics(f)
 	}
 	return f
+}
+
+// starting tells the informer its factory's Start is about to run it, so
+// that a wait right after Start does not find it never started.
+func (f *FreshInformer) starting() { f.started.Store(true) }
+
+// log returns the logger of the informer's run (klog.Background before it).
+func (f *FreshInformer) log() klog.Logger {
+	if l := f.logger.Load(); l != nil {
+		return *l
+	}
+	return klog.Background()
 }
 
 // Name returns the informer's name (WithName), "" if unnamed.
@@ -173,8 +174,10 @@ type Stats struct {
 	IncomparableObjects uint64
 	// Bookmarks counts bookmarks applied.
 	Bookmarks uint64
-	// RestoreProbes counts consistent probes made to verify a recorded
-	// write below the cache's resource version (see RecordWrite).
+	// RestoreProbes counts the restore checks: consistent reads that
+	// verify a recorded write below the cache's resource version (see
+	// RecordWrite), or a server whose stream broke before the watch of a
+	// large informer resumes.
 	RestoreProbes uint64
 	// PendingWaiters is how many callers are blocked in WaitForFreshness.
 	PendingWaiters int
@@ -182,14 +185,16 @@ type Stats struct {
 
 // Stats returns the informer's counters.
 func (f *FreshInformer) Stats() Stats {
-	return Stats{
+	s := Stats{
 		Stats:               f.guard.Stats(),
 		OutOfOrderRejected:  f.outOfOrder.Load(),
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
-		RestoreProbes:       f.restoreChecks.Runs(),
-		PendingWaiters:      f.tracker.Pending(),
+		RestoreProbes:       f.checks.Runs() + f.resumeChecks.Load(),
+		PendingWaiters:      f.trust.pending(),
 	}
+	s.Regressions = f.regressions.Load()
+	return s
 }
 
 // Run runs the informer until stopCh is closed.
@@ -210,19 +215,19 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	logger = klog.LoggerWithValues(logger, "resource", f.resource.String())
 
 	f.mu.Lock()
-	if f.started || f.stopped {
+	if f.running || f.stopped {
 		f.mu.Unlock()
 		logger.Info("Warning: FreshInformer has already run; running it again is not allowed")
 		return
 	}
-	f.applyMu.Lock()
-	f.logger = logger
-	f.applyMu.Unlock()
+	f.running = true
+	f.started.Store(true)
+	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
 	if f.initialFloorErr != nil {
 		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}
-	f.restoreChecks.Start(ctx)
+	f.checks.Start(ctx)
 	f.quiet.runner.Start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
@@ -243,7 +248,6 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		// informer clock does.
 		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
 	})
-	f.started = true
 	controller := f.controller
 	f.mu.Unlock()
 
@@ -270,9 +274,9 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Lock()
 	f.stopped = true
 	f.mu.Unlock()
-	f.restoreChecks.Stop()
-	f.tracker.Stop()
+	f.checks.Stop()
 	f.stopProbes()
+	f.trust.stop().Run()
 	close(stopProcessor)
 	wg.Wait()
 	if f.metrics != nil {
@@ -294,7 +298,7 @@ func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, 
 		}
 		if f.processor.ShouldResync() {
 			if err := queue.Resync(); err != nil {
-				f.logger.Error(err, "Failed to queue a resync")
+				f.log().Error(err, "Failed to queue a resync")
 			}
 		}
 		t.Reset(period)
@@ -310,6 +314,7 @@ func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, 
 func watchErrorHandler(g *guard.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *toolscache.Reflector, err error) {
 		err = g.ClassifyError(err)
+		g.WatchError(err)
 		switch {
 		case user != nil:
 			user(ctx, r, err)

@@ -26,6 +26,10 @@ import (
 func startScripted(t *testing.T, mode streamMode, first listResponse, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
 	lw := newScriptedLW(t, mode, first)
+	// No quiet probes unless asked for: a scripted server's consistent
+	// reads answer the script, not what its stream delivered, and one
+	// below that would show a restore.
+	opts = append([]Option{WithQuietProbeDelay(-1)}, opts...)
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, scriptOptions(opts...)...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()
@@ -93,7 +97,7 @@ func TestBookmarkWaitsForSlowerEvents(t *testing.T) {
 			return nil, nil
 		}}
 		lw := newScriptedLW(t, mode, listResponse{rv: "10"})
-		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slowIndex)
+		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slowIndex, scriptOptions(WithQuietProbeDelay(-1))...)
 		runInformer(t, inf)
 		w := lw.nextWatcher()
 		waitSynced(t, inf)

@@ -62,8 +62,8 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	applied := f.tracker.Current()
-	if f.incomparable.Load() || rv.Compare(applied) <= 0 {
+	applied := f.trust.applied
+	if f.trust.state != trusted || rv.Compare(applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}
 	f.written.add(key, rv, applied)

@@ -57,7 +57,7 @@ func TestLostWritesAreDeclared(t *testing.T) {
 				results <- result{err, inf.Stats().Regressions}
 			}()
 		}
-		eventually(t, "two pending waits", func() bool { return inf.tracker.Pending() == 2 })
+		eventually(t, "two pending waits", func() bool { return inf.trust.pending() == 2 })
 
 		// The restored server: a, b at their snapshot states; c untouched
 		// (no recorded write); gone deleted since (absent: not a proof).
@@ -190,19 +190,18 @@ func TestEveryHoldUntilDeclaredIsReleased(t *testing.T) {
 	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
-	inf.lockApply()
+	inf.applyMu.Lock()
 	for _, reason := range []reflector.RegressionReason{reflector.RegressionKeysWentBack, reflector.RegressionWritesLost} {
-		inf.declare = append(inf.declare, reflector.Regression{Reason: reason, ListResourceVersion: "100", Floor: "100"})
-		inf.holdUntilDeclared()
+		inf.found(reflector.Regression{Reason: reason, ListResourceVersion: "100", Floor: "100"}, false)
 	}
-	inf.unlockApply()
-	if inf.tracker.Reached(mustRV(t, "100")) {
+	if inf.trust.reached(mustRV(t, "100")) {
+		inf.unlockApply()
 		t.Fatal("waits released before the regressions were declared")
 	}
-	inf.declareFound()
+	inf.unlockApply()
 	regs.next(t)
 	regs.next(t)
-	if !inf.tracker.Reached(mustRV(t, "100")) {
+	if !inf.trust.reached(mustRV(t, "100")) {
 		t.Fatal("the tracker is still held after both regressions were declared")
 	}
 }

@@ -18,8 +18,9 @@ const (
 	WaitFresh        WaitOutcome = "fresh"        // the cache reached the target
 	WaitTimeout      WaitOutcome = "timeout"      // the context's deadline passed
 	WaitCanceled     WaitOutcome = "canceled"     // the context was cancelled
-	WaitStopped      WaitOutcome = "stopped"      // the informer stopped
+	WaitStopped      WaitOutcome = "stopped"      // the informer stopped, or never started
 	WaitIncomparable WaitOutcome = "incomparable" // the target or the stream cannot be ordered
+	WaitTooLarge     WaitOutcome = "too_large"    // a consistent read showed the server behind the target
 )
 
 // outcomeOf classifies WaitForFreshness's result.
@@ -29,8 +30,10 @@ func outcomeOf(err error) WaitOutcome {
 		return WaitFresh
 	case errors.Is(err, freshness.ErrIncomparable):
 		return WaitIncomparable
-	case errors.Is(err, freshness.ErrStopped):
+	case errors.Is(err, freshness.ErrStopped), errors.Is(err, freshness.ErrNotStarted):
 		return WaitStopped
+	case errors.Is(err, freshness.ErrTooLargeResourceVersion):
+		return WaitTooLarge
 	case errors.Is(err, context.DeadlineExceeded):
 		return WaitTimeout
 	}
@@ -102,7 +105,7 @@ type writeSample struct {
 // it is observed at once if the cache has reached it already.
 func (v *writeVisibility) record(f *FreshInformer, rv freshness.RV, start time.Time) {
 	v.mu.Lock()
-	if f.tracker.Reached(rv) {
+	if f.trust.reached(rv) {
 		v.mu.Unlock()
 		f.metrics.ObserveWriteVisible(time.Since(start))
 		return
@@ -129,7 +132,8 @@ func (v *writeVisibility) armLocked(f *FreshInformer) {
 	v.armed = true
 	target := v.pending[0].rv
 	v.mu.Unlock()
-	f.tracker.AfterFunc(target, func(err error) { v.reached(f, err) })
+	_, due := f.trust.afterFunc(target, func(err error) { v.reached(f, err) })
+	due.Run()
 }
 
 // reached is the tracker callback. It may run on any goroutine: the one
@@ -150,7 +154,7 @@ func (v *writeVisibility) reached(f *FreshInformer, err error) {
 		return
 	}
 	n := 0
-	for n < len(v.pending) && f.tracker.Reached(v.pending[n].rv) {
+	for n < len(v.pending) && f.trust.reached(v.pending[n].rv) {
 		f.metrics.ObserveWriteVisible(now.Sub(v.pending[n].at))
 		n++
 	}

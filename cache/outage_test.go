@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -36,6 +37,13 @@ func (lw *scriptedLW) watchesFailed() bool {
 	return len(lw.watchErrs) == 0
 }
 
+// lastWatchOptions returns the options of the last watch request.
+func (lw *scriptedLW) lastWatchOptions() metav1.ListOptions {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.watchOpts[len(lw.watchOpts)-1]
+}
+
 // startFresh starts an informer fresh at 100 (a@100) whose server, asked
 // again, answers at 120 with a@100.
 func startFresh(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
@@ -47,19 +55,15 @@ func startFresh(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW, *wat
 	return inf, lw, w
 }
 
-// startOutage starts an informer fresh at 100 (a@100) whose server then
-// goes away: its watch ends and the next watch request is refused. The
-// restore check's reads are held until release; once released, the server
-// answers at 120, holding a@100.
-func startOutage(t *testing.T, opts ...Option) (inf *FreshInformer, lw *scriptedLW, release func()) {
+// startOutage starts an informer fresh at 100 whose server then goes
+// away: its watch ends and the next watch request is refused.
+func startOutage(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW) {
 	t.Helper()
 	inf, lw, w := startFresh(t, opts...)
-	release = lw.holdProbes()
-	t.Cleanup(release)
 	lw.failWatches(connectionRefused())
 	w.Stop()
-	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
-	return inf, lw, release
+	eventually(t, "the outage to hold waits", func() bool { return !inf.trust.reached(mustRV(t, "50")) })
+	return inf, lw
 }
 
 // assertHeld fails unless WaitForFreshness(rv) is still blocked after
@@ -69,157 +73,93 @@ func assertHeld(t *testing.T, inf *FreshInformer, rv, when string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := inf.WaitForFreshness(ctx, rv); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness(%s) %s = %v, want it held until the server answers", rv, when, err)
+		t.Fatalf("WaitForFreshness(%s) %s = %v, want it held", rv, when, err)
 	}
 }
 
-// Issue 21 (the restore window): once a watch request has failed, the
-// server the informer reaches next may come from an etcd restored without
-// a bumped revision, which hands out again resource versions the cache
-// applied. A bare WaitForFreshness for such an RV (nothing recorded) must
-// not return nil on the strength of the old history until a consistent
-// read has answered. Here the read is held: the wait blocks; released, it
-// finds the server past the floor and the wait returns.
-func TestWaitDuringOutageWaitsForTheServer(t *testing.T) {
-	inf, _, release := startOutage(t)
+// Once a watch request has failed, the server the informer reaches next
+// may come from an etcd restored without a bumped revision, which hands
+// out again resource versions the cache applied. A bare WaitForFreshness
+// for such an RV (nothing recorded) must not return nil on the strength of
+// the old history: it is held until the stream resumes, which relists
+// first, with a consistent read, and returns once that list is applied.
+func TestWaitDuringOutageWaitsForTheRelist(t *testing.T) {
+	inf, lw := startOutage(t)
 	assertHeld(t, inf, "50", "during the outage")
-	release()
 	waitFresh(t, inf, "50")
-	if s := inf.Stats(); s.Regressions != 0 {
-		t.Fatalf("a plain outage declared %d regressions", s.Regressions)
-	}
-	// The outage is over: the fast path works again.
-	if !inf.tracker.Reached(mustRV(t, "100")) {
-		t.Fatal("the tracker is still suspended after the server answered")
-	}
-}
-
-// The check is retried while the server does not answer: waits held by an
-// outage are not left blocked by one lost read.
-func TestOutageCheckRetriesUntilAnswered(t *testing.T) {
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", err: connectionRefused()})
-	lw.failWatches(connectionRefused())
-	w.Stop()
-	eventually(t, "two failed checks", func() bool {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		n := 0
-		for _, o := range lw.listCalls {
-			if o.Limit == 1 {
-				n++
-			}
-		}
-		return n >= 2
-	})
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	waitFresh(t, inf, "100")
-}
-
-// Issue 21 (the restore gap): after a restore without a bumped revision,
-// new writes can carry the server past the old floor before the check
-// answers, so its resource version alone shows nothing. A key listed at a
-// state the cache had passed, which the cache does not hold, shows the
-// history went back: declared as KeysWentBack, and waits held until the
-// relist.
-func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
-	// The check compares keys whether or not the quiet probes take the
-	// snapshot route, and when the writes carried the server exactly to
-	// the floor too.
-	for _, tc := range []struct {
-		limit    int
-		serverAt string
-		wentBack int // a; and c too where it got an RV the cache had passed
-	}{{0, "130", 1}, {-1, "130", 1}, {0, "100", 2}} {
-		limit := tc.limit
-		t.Run(fmt.Sprintf("snapshot limit %d, server at %s", limit, tc.serverAt), func(t *testing.T) {
-			regs := newRegressionLog()
-			lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
-			inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil,
-				WithSnapshotProbeLimit(limit), WithQuietProbeDelay(time.Hour), WithRegressionHandler(regs.handle))
-			runInformer(t, inf)
-			w := lw.nextWatcher()
-			waitSynced(t, inf)
-			w.Add(cm("a", "90"))
-			w.Add(cm("b", "100"))
-			waitFresh(t, inf, "100")
-			// Restored at 60 (a@40, b gone), then writes up to 130: a
-			// rewritten at 95, which the old stream had passed.
-			lw.queueLists(listResponse{rv: tc.serverAt, objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", tc.serverAt)}})
-			lw.failWatches(connectionRefused())
-			w.Stop()
-			r := regs.next(t)
-			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != tc.wentBack || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
-				t.Fatalf("regression %+v, want KeysWentBack of %d keys (ns/a first) under floor 100", r, tc.wentBack)
-			}
-			eventually(t, "the relist", func() bool { return inf.LastObservedResourceVersion() == tc.serverAt && cached(inf, "c") != "" })
-			if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
-				t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
-			}
-			if ps := inf.ProbeStats(); limit < 0 && ps.Snapshots != 0 {
-				t.Fatalf("%+v: the restore check's list counted as a quiet probe's snapshot", ps)
-			}
-		})
-	}
-}
-
-// Issue 21: after a declared restore the informer relists at once, on its
-// watch path, instead of returning a 410 to client-go's Reflector and
-// waiting out its relist backoff (0.8 s and more) while every wait blocks.
-// The 410 would reach the watch error handler (ListAndWatch returned): no
-// error reaches it here.
-func TestRelistAfterDeclaredRestoreIsImmediate(t *testing.T) {
-	regs := newRegressionLog()
-	inf, lw, w, watchErrors := startRecordingWatchErrors(t, WithRegressionHandler(regs.handle))
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
-	lw.failWatches(connectionRefused())
-	w.Stop()
-	r := regs.next(t)
-	declared := time.Now()
-	if r.Reason != reflector.RegressionServerBehind {
-		t.Fatalf("regression %+v", r)
-	}
-	waitFresh(t, inf, "60")
-	t.Logf("relist applied %v after the declaration", time.Since(declared))
-	if cached(inf, "a") != "40" {
-		t.Fatalf("a=%q after the relist", cached(inf, "a"))
-	}
-	if errs := watchErrors(); len(errs) > 0 {
-		t.Fatalf("the Reflector's ListAndWatch returned (and backed off) with %v", errs)
+	if got := inf.LastObservedResourceVersion(); got != "120" {
+		t.Fatalf("the wait returned at %s, before the relist at 120", got)
 	}
 	if o := lw.lastListOptions(); o.ResourceVersion != "" {
 		t.Fatalf("relist options %+v, want a consistent read", o)
 	}
+	if s := inf.Stats(); s.Regressions != 0 {
+		t.Fatalf("a plain outage declared %d regressions", s.Regressions)
+	}
+	if !inf.trust.reached(mustRV(t, "120")) {
+		t.Fatal("the fast path does not work again after the outage")
+	}
 }
 
-// Ordinary watch expiries do not pay for the outage rule: a watch that
-// starts with 410 Gone (compaction) relists, and waits for resource
-// versions the cache reached return at once meanwhile.
-func TestWatchExpiryDoesNotHoldWaits(t *testing.T) {
+// Issue 28, item 4: a stream the server ends (here with 410 Gone) leaves
+// the informer without a stream while client-go's Reflector backs off
+// (0.8 s or more) before it relists; an apiserver may go down and come
+// back from a restored etcd entirely in between, and no request of the
+// informer's fails. Waits are held from the stream's end until the relist
+// is applied. Before, a bare WaitForFreshness for a write of the restored
+// server returned nil meanwhile, on the lost history (the model fault
+// suite, seed 40332).
+func TestWaitsAreHeldBetweenStreams(t *testing.T) {
+	inf, _, w := startFresh(t)
+	w.Error(goneError()) // minutes before its timeout
+	eventually(t, "the stream's end to hold waits", func() bool { return !inf.trust.reached(mustRV(t, "50")) })
+	assertHeld(t, inf, "50", "while the Reflector backs off before its relist")
+	waitFresh(t, inf, "50")
+	if got := inf.LastObservedResourceVersion(); got != "120" {
+		t.Fatalf("the wait returned at %s, before the relist at 120", got)
+	}
+}
+
+// A watch the server ends at its timeout (the ordinary end; client-go's
+// Reflector resumes it at once) holds nothing and costs no relist.
+func TestStreamEndedAtItsTimeoutHoldsNothing(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now()) // times the stream against its timeout
-	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, func(o *Options) { o.internal.streamClock = clk })
-	w.Add(cm("a", "100"))
-	waitFresh(t, inf, "100")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	inf, lw, w := startFresh(t, func(o *Options) { o.internal.streamClock = clk })
+	lists := lw.listCount()
+	clk.Step(20 * time.Minute)
+	w.Stop()
+	w2 := lw.nextWatcher()
+	if !inf.trust.reached(mustRV(t, "100")) || lw.listCount() != lists {
+		t.Fatalf("a watch ended at its timeout held waits (%v) or relisted (%d lists, had %d)",
+			!inf.trust.reached(mustRV(t, "100")), lw.listCount(), lists)
+	}
+	w2.Add(cm("a", "130"))
+	waitFresh(t, inf, "130")
+}
+
+// A watch request that fails with 410 Gone (the resource version was
+// compacted) holds waits too until client-go's Reflector has relisted: it
+// is a live server's answer, so that relist is raised to the floor as
+// usual, not a consistent read.
+func TestWatchExpiryHoldsWaitsUntilItsRelist(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	inf, lw, w := startFresh(t, func(o *Options) { o.internal.streamClock = clk })
 	lw.failWatches(apierrors.NewResourceExpired("too old resource version"))
 	clk.Step(20 * time.Minute) // the watch ends at its timeout, not early
 	w.Stop()
 	eventually(t, "the watch to fail with 410", lw.watchesFailed)
-	if inf.guard.WatchFailing() || !inf.tracker.Reached(mustRV(t, "100")) {
-		t.Fatal("a 410 Gone counted as an outage: waits are held")
+	assertHeld(t, inf, "50", "before the relist")
+	waitFresh(t, inf, "120")
+	if o := lw.lastListOptions(); o.ResourceVersion != "100" || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+		t.Fatalf("relist options %+v, want NotOlderThan the floor 100", o)
 	}
 }
 
 // A callback the end of an outage releases may call back into the
-// informer (AfterFreshness's contract): the restore check's runner must
-// not hold its lock while the tracker runs it. Here the callback reads
-// Stats, which asks that runner for its count.
-func TestCallbackReleasedByOutageCheckMayCallTheInformer(t *testing.T) {
-	inf, _, release := startOutage(t)
+// informer (AfterFreshness's contract): it runs once the informer's locks
+// are released. Here it reads Stats.
+func TestCallbackReleasedAtTheOutageEndMayCallTheInformer(t *testing.T) {
+	inf, _ := startOutage(t)
 	done := make(chan Stats, 1)
 	inf.AfterFreshness("50", func(err error) {
 		if err != nil {
@@ -227,96 +167,159 @@ func TestCallbackReleasedByOutageCheckMayCallTheInformer(t *testing.T) {
 		}
 		done <- inf.Stats()
 	})
-	release()
 	select {
 	case s := <-done:
-		if s.RestoreProbes == 0 {
-			t.Fatalf("Stats from the callback: %+v, want the restore check counted", s)
+		if s.Lists < 2 {
+			t.Fatalf("Stats from the callback: %+v, want the relist counted", s)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the callback released by the outage check did not return: it deadlocked calling Stats")
+		t.Fatal("the callback released at the outage's end did not return: it deadlocked calling Stats")
 	}
 }
 
-// A list the Reflector queued before a request failed says nothing of the
-// server after the failure: applied after it, it must not end the outage
-// (the server the informer reaches next may have lost the history that
-// list came from). Here the list waits for applyMu while the next watch
-// request fails; released, it is applied, and waits stay held until the
-// check answers.
+// A list the Reflector requested before a request failed says nothing of
+// the server after the failure: applied after it, it must not end the
+// outage (the server the informer reaches next may have lost the history
+// that list came from). Here the list waits for applyMu while the next
+// watch request fails; released, it is applied, and waits stay held until
+// the relist that follows.
 func TestListQueuedBeforeTheFailureDoesNotEndTheOutage(t *testing.T) {
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"})
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
-	release := lw.holdProbes()
-	defer release()
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}},
+		listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "100")}})
 	lw.failWatches(connectionRefused())
 
 	inf.applyMu.Lock() // the processing goroutine waits with the list
 	w.Error(goneError())
 	eventually(t, "the watch after the relist to fail", lw.watchesFailed)
-	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
 	inf.applyMu.Unlock()
-	eventually(t, "the list", func() bool {
-		inf.applyMu.Lock()
-		defer inf.applyMu.Unlock()
-		return inf.listsTaken == 2
-	})
-	assertHeld(t, inf, "50", "after a list queued before the failure")
-	release()
-	waitFresh(t, inf, "120")
+	eventually(t, "the list at 120", func() bool { return inf.LastObservedResourceVersion() == "120" })
+	assertHeld(t, inf, "50", "after a list requested before the failure")
+	waitFresh(t, inf, "130")
 }
 
-// An outage the check ended begins again at the next failed request, even
-// before a watch starts: a server that answers once and fails again (as
-// one restarting during a restore may) holds waits again.
+// An outage that ended begins again at the next failed request.
 func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
-	inf, lw, release := startOutage(t)
-	release()
-	waitFresh(t, inf, "50") // the check answered: the outage is over
-
-	// The Reflector retries its watch after its backoff (0.8 s and more):
-	// that request fails too, and this time the server does not answer.
-	lw.mu.Lock()
-	lw.watchErrs = []error{connectionRefused()}
-	lw.lists = []listResponse{{rv: "120", err: connectionRefused()}}
-	lw.mu.Unlock()
+	inf, lw := startOutage(t)
+	waitFresh(t, inf, "120")
+	w := lw.nextWatcher()
+	lw.queueLists(listResponse{rv: "130", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	lw.failWatches(connectionRefused())
+	w.Stop()
 	eventually(t, "the retried watch to fail", lw.watchesFailed)
 	assertHeld(t, inf, "50", "after the second failure")
-	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
-	waitFresh(t, inf, "50")
+	waitFresh(t, inf, "130")
 }
 
-// The relist that follows a declared restore runs on the watch path, so
-// client-go's Reflector never learns its resource version: until the new
-// watch delivers something, the Reflector would resume from the old
-// history's (here 100, past everything the restored server had at 60) and
-// miss the restored server's new writes up to there. A watch that ends
-// before delivering anything resumes from the relist's resource version.
-func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
+// An informer larger than the restore check's snapshot does not relist
+// after an outage: the resumed watch waits for one restore check (a
+// consistent read of its first objects and the server's resource
+// version), and waits are released when it answers.
+func TestLargeInformerResumesAfterTheCheck(t *testing.T) {
+	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "9"), cm("c", "10"))
+	inf, w := startState(t, lw, WithSnapshotProbeLimit(1), WithQuietProbeDelay(-1))
+	lists, _ := lw.counts()
+	time.Sleep(1100 * time.Millisecond) // client-go's Reflector relists after a shorter silent watch
+	w.Stop()                            // minutes before its timeout
+	select {
+	case <-lw.watchers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not resume")
+	}
+	waitFresh(t, inf, "10")
+	if s, n := inf.Stats(), 0; s.RestoreProbes != 1 || s.Regressions != 0 {
+		t.Fatalf("%+v: want one restore check, nothing declared", s)
+	} else if n, _ = lw.counts(); n != lists+1 {
+		t.Fatalf("%d lists after %d: want the check's, and no relist", n, lists)
+	}
+}
+
+// After a restore without a bumped revision, new writes can carry the
+// server past the old floor before the informer reaches it again, so its
+// resource version alone shows nothing. A key listed at a state the cache
+// had passed, which the cache does not hold, shows the history went back:
+// the relist that follows the outage declares it as KeysWentBack.
+func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
+	for _, tc := range []struct {
+		serverAt string
+		wentBack int // a; and c too where it got an RV the cache had passed
+	}{{"130", 1}, {"100", 2}} {
+		t.Run(fmt.Sprintf("server at %s", tc.serverAt), func(t *testing.T) {
+			regs := newRegressionLog()
+			inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+			w.Add(cm("a", "90"))
+			w.Add(cm("b", "100"))
+			waitFresh(t, inf, "100")
+			// Restored at 60 (a@40, b gone), then writes up to the
+			// server's: a rewritten at 95, which the old stream had passed.
+			lw.queueLists(listResponse{rv: tc.serverAt, objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", tc.serverAt)}})
+			lw.failWatches(connectionRefused())
+			w.Stop()
+			r := regs.next(t)
+			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != tc.wentBack || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
+				t.Fatalf("regression %+v, want KeysWentBack of %d keys (ns/a first) under floor 100", r, tc.wentBack)
+			}
+			waitFresh(t, inf, tc.serverAt)
+			if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
+				t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
+			}
+		})
+	}
+}
+
+// A server back from an etcd restored below the floor answers a list
+// raised to the floor with "Too large resource version" (for as long as
+// its new writes have not reached it): a failed request, after which the
+// informer lists with a consistent read, which shows the restore at once.
+func TestRestoreBehindTheFloorIsDeclaredByTheConsistentRelist(t *testing.T) {
 	regs := newRegressionLog()
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
+	lw.queueLists(listResponse{err: apierrors.NewTimeoutError("Too large resource version", 1)},
+		listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}})
+	w.Error(goneError())
+	r := regs.next(t)
+	if r.Reason != reflector.RegressionConsistentList || r.ListResourceVersion != "60" || r.Floor != "100" {
+		t.Fatalf("regression %+v", r)
+	}
+	waitFresh(t, inf, "60")
+	if got := cached(inf, "a"); got != "40" {
+		t.Fatalf("a=%q after the restore, want 40", got)
+	}
+}
+
+// The relist that follows an outage runs on the watch path, so client-go's
+// Reflector never learns its resource version: until the new watch
+// delivers something, the Reflector would resume from the old history's
+// (here 100, past everything the restored server had at 60) and miss the
+// restored server's new writes up to there. A watch that ends before
+// delivering anything resumes from the relist's resource version.
+func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
+	regs := newRegressionLog()
+	inf, lw, w, watchErrors := startRecordingWatchErrors(t, WithRegressionHandler(regs.handle))
+	w.Add(cm("a", "100"))
+	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
-	lw.failWatches(connectionRefused())
+	time.Sleep(1100 * time.Millisecond)                                                // client-go's Reflector relists itself after a shorter silent watch
 	w.Stop()
-	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
+	if r := regs.next(t); r.Reason != reflector.RegressionConsistentList {
 		t.Fatalf("regression %+v", r)
 	}
 	w2 := lw.nextWatcher()
 	waitFresh(t, inf, "60")
+	if cached(inf, "a") != "40" {
+		t.Fatalf("a=%q after the relist", cached(inf, "a"))
+	}
 	// It ends before delivering anything, after a second: client-go's
 	// Reflector takes a shorter silent watch for a failure and relists,
 	// and resumes after a longer one.
 	time.Sleep(1100 * time.Millisecond)
 	w2.Stop()
 	w3 := lw.nextWatcher()
-	lw.mu.Lock()
-	got := lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
-	lw.mu.Unlock()
-	if got != "60" {
+	if got := lw.lastWatchOptions().ResourceVersion; got != "60" {
 		t.Fatalf("the watch after the relist's watch resumed from %q, want the relist's 60", got)
 	}
 	// Once the watch delivers, the Reflector's own resource version is
@@ -326,59 +329,19 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	lw.queueLists(listResponse{rv: "70", objects: []*corev1.ConfigMap{cm("a", "40"), cm("b", "70")}}) // the server's state now
 	w3.Stop()
 	lw.nextWatcher()
-	lw.mu.Lock()
-	got = lw.watchOpts[len(lw.watchOpts)-1].ResourceVersion
-	lw.mu.Unlock()
-	if got != "70" {
+	if got := lw.lastWatchOptions().ResourceVersion; got != "70" {
 		t.Fatalf("the next watch resumed from %q, want 70", got)
 	}
-}
-
-// An apiserver that shuts down ends its watches cleanly, and may be back,
-// from a restored etcd, before the Reflector asks again: then no request
-// fails. A watch that ends well before its timeout is taken as such a
-// restart: waits are held until a consistent read answers, as after a
-// failed request.
-func TestWatchEndedEarlyHoldsWaitsUntilTheServerAnswers(t *testing.T) {
-	inf, lw, w := startFresh(t)
-	release := lw.holdProbes()
-	defer release()
-	w.Stop() // minutes before its timeout; the Reflector's next watch succeeds
-	eventually(t, "the outage to hold waits", func() bool { return !inf.tracker.Reached(mustRV(t, "50")) })
-	assertHeld(t, inf, "50", "after a watch ended early")
-	release()
-	waitFresh(t, inf, "50")
-	lw.nextWatcher()
-	if s := inf.Stats(); s.Regressions != 0 || s.RestoreProbes == 0 {
-		t.Fatalf("%+v: want the server checked, and nothing declared", s)
+	for _, err := range watchErrors() {
+		if apierrors.IsResourceExpired(err) {
+			t.Fatalf("the Reflector's ListAndWatch returned with %v: the relist was not on the watch path", err)
+		}
 	}
 }
 
-// A regression declared while the outage check's read is on its way voids
-// the read (it may not speak for the cache's history any more): the check
-// asks again, and the outage holds waits meanwhile. Before, the voided
-// read ended the outage, and waits returned on the history a restored
-// server had lost.
-func TestOutageCheckVoidedByARegressionAsksAgain(t *testing.T) {
-	regs := newRegressionLog()
-	inf, lw, release := startOutage(t, WithRegressionHandler(regs.handle))
-	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
-	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
-	inf.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
-	regs.next(t)
-	release()
-	waitFresh(t, inf, "50")
-	if got := cached(inf, "a"); got != "40" {
-		t.Fatalf("WaitForFreshness(50) returned with a cached at %q, the lost history's", got)
-	}
-	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
-		t.Fatalf("regression %+v, want ServerBehind from the check asked again", r)
-	}
-}
-
-// The same without an outage: a restore check started by a suspicious
-// recorded write holds waits while it runs, and one a regression voids
-// asks again rather than releasing them.
+// A restore check started by a suspicious recorded write holds waits
+// while it runs, and one a regression voids asks again rather than
+// releasing them.
 func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	regs := newRegressionLog()
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
@@ -391,7 +354,7 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
-	inf.guard.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
+	guardOwner{inf}.Regressed(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
 	regs.next(t)
 	release()
 	waitFresh(t, inf, "50")
@@ -400,42 +363,15 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	}
 }
 
-// A watch the server ended early is verified by one check: the outage its
-// resumption begins starts one, and the resumed watch waits for that one
-// instead of queueing a second (found in review: every watch the server
-// ended early cost two snapshot lists).
-func TestWatchEndedEarlyIsVerifiedOnce(t *testing.T) {
+// A watch the server ended early costs one relist, not two.
+func TestWatchEndedEarlyRelistsOnce(t *testing.T) {
 	inf, lw, w := startFresh(t)
+	lists := lw.listCount()
 	w.Stop() // minutes before its timeout
 	lw.nextWatcher()
-	eventually(t, "the resumed watch to be open", inf.guard.WatchOpen)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	inf.restoreChecks.WaitIdle(ctx)
-	if n := inf.Stats().RestoreProbes; n != 1 {
-		t.Fatalf("%d restore checks ran for one early-ended watch, want 1", n)
-	}
-}
-
-// A watch resumed after its outage's check answered is checked again: the
-// server may have gone down and come back restored while the Reflector
-// backed off, and no request of the informer's saw it.
-func TestWatchResumedAfterTheCheckAnsweredIsCheckedAgain(t *testing.T) {
-	regs := newRegressionLog()
-	inf, lw, release := startOutage(t, WithRegressionHandler(regs.handle))
-	hold := lw.holdWatches()
-	t.Cleanup(hold)
-	release()
-	waitFresh(t, inf, "50") // the check answered: the outage is over
-	// Restored to 60 meanwhile, below the floor of 100.
-	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}})
-	eventually(t, "the Reflector's next watch", func() bool { return lw.heldWatches() > 0 })
-	hold()
-	if r := regs.next(t); r.Reason != reflector.RegressionServerBehind {
-		t.Fatalf("declared %+v, want the server found behind", r)
-	}
-	waitFresh(t, inf, "60")
-	if got := cached(inf, "a"); got != "40" {
-		t.Fatalf("a=%q after the relist, want 40", got)
+	waitFresh(t, inf, "120")
+	time.Sleep(100 * time.Millisecond)
+	if n := lw.listCount() - lists; n != 1 {
+		t.Fatalf("%d lists for one early-ended watch, want 1", n)
 	}
 }

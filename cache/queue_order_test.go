@@ -6,14 +6,12 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -48,7 +46,10 @@ func queuedInformerOn(t *testing.T, lw toolscache.ListerWatcher, transform tools
 // back to 50.
 func declareRestore(t *testing.T, inf *FreshInformer) {
 	t.Helper()
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), listRegression{}, inf.guard.Stats().Regressions)
+	st, _ := inf.trust.stampNow()
+	inf.applyMu.Lock()
+	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), inf.guard.Floor(), listRegression{}, st)
+	inf.unlockApply()
 }
 
 // drain applies the next n changes the queue holds (a list is one).
@@ -118,15 +119,15 @@ func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 	}
 	declareRestore(t, inf)
 	drain(t, q, inf, 2)
-	if inf.tracker.Reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
+	if inf.trust.reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
 		t.Fatalf("after the old list: fresh at 60 %v, a=%q b=%q; want nothing applied before the relist",
-			inf.tracker.Reached(mustRV(t, "60")), cached(inf, "a"), cached(inf, "b"))
+			inf.trust.reached(mustRV(t, "60")), cached(inf, "a"), cached(inf, "b"))
 	}
 	askList(t, inf)
 	replace(t, q, "60", cm("a", "40")) // the relist the declaration asked for
 	drain(t, q, inf, 1)
-	if !inf.tracker.Reached(mustRV(t, "60")) || inf.tracker.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
-		t.Fatalf("after the relist: current %v, a=%q; want 60 and a@40", inf.tracker.Current(), cached(inf, "a"))
+	if !inf.trust.reached(mustRV(t, "60")) || inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+		t.Fatalf("after the relist: current %v, a=%q; want 60 and a@40", inf.current(), cached(inf, "a"))
 	}
 	if s := inf.Stats(); s.Regressions != 1 {
 		t.Fatalf("%d regressions declared, want the restore once", s.Regressions)
@@ -171,13 +172,14 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 	if err := q.Replace([]any{cm("bad", "101")}, "101"); err == nil {
 		t.Fatal("the queue took a list its transform failed on")
 	}
-	inf.beginOutage() // a request fails; its check does not run here
-	if inf.tracker.Reached(mustRV(t, "100")) {
+	guardOwner{inf}.Broken() // a request fails; its check does not run here
+	if inf.trust.reached(mustRV(t, "100")) {
 		t.Fatal("the outage does not hold waits")
 	}
+	askList(t, inf)
 	replace(t, q, "102", cm("a", "100")) // requested after the failure
 	drain(t, q, inf, 1)
-	if !inf.tracker.Reached(mustRV(t, "102")) {
+	if !inf.trust.reached(mustRV(t, "102")) {
 		t.Fatal("a list requested after the failure did not end the outage (the refused list was counted as queued)")
 	}
 
@@ -190,8 +192,8 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 	askList(t, inf) // the Reflector lists again
 	replace(t, q, "61", cm("a", "40"), cm("bad", "40"))
 	drain(t, q, inf, 1)
-	if !inf.tracker.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
-		t.Fatalf("the restore's relist, listed again: current %v, a=%q; want 61 and a@40", inf.tracker.Current(), cached(inf, "a"))
+	if !inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+		t.Fatalf("the restore's relist, listed again: current %v, a=%q; want 61 and a@40", inf.current(), cached(inf, "a"))
 	}
 }
 
@@ -216,34 +218,8 @@ func TestRestoreRelistThatFailsIsAskedForAgain(t *testing.T) {
 	askList(t, inf)
 	replace(t, q, "61", cm("a", "40"))
 	drain(t, q, inf, 1)
-	if !inf.tracker.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
-		t.Fatalf("after the second relist: current %v, a=%q; want 61 and a@40", inf.tracker.Current(), cached(inf, "a"))
-	}
-}
-
-// The restore check's retries run on the real clock: an informer on a fake
-// clock (WithClock, for resyncs) whose check's first read failed still
-// asks again, and the outage ends when the server answers (found in
-// review: it waited for the fake clock, holding waits until a list came).
-func TestOutageCheckRetriesOnTheRealClock(t *testing.T) {
-	inf, q, lw := queuedInformer(t, nil, WithClock(testingclock.NewFakeClock(time.Now())))
-	replace(t, q, "100", cm("a", "100"))
-	drain(t, q, inf, 1)
-	lw.queueLists(listResponse{rv: "120", err: connectionRefused()})
-	inf.beginOutage() // a request fails; the test runs the check itself
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inf.checkRestore(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, "the check's first read", func() bool { return lw.listCount() > 0 })
-	lw.queueLists(listResponse{rv: "120"})
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the check did not ask again: its backoff waits for the informer's fake clock")
-	}
-	if !inf.tracker.Reached(mustRV(t, "100")) {
-		t.Fatal("the server answered, yet the outage holds waits")
+	if !inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+		t.Fatalf("after the second relist: current %v, a=%q; want 61 and a@40", inf.current(), cached(inf, "a"))
 	}
 }
 
@@ -289,8 +265,9 @@ func TestRestoreCheckReadsEveryPage(t *testing.T) {
 	inf, q := queuedInformerOn(t, lw, nil, WithRegressionHandler(regs.handle))
 	replace(t, q, "100", cm("a", "10"), cm("b", "20"), cm("c", "30"), cm("d", "40"))
 	drain(t, q, inf, 1)
-	if res := inf.verifyServer(context.Background()); res != checkAnswered {
-		t.Fatalf("verifyServer = %v, want answered", res)
+	st, _ := inf.trust.stampNow()
+	if !inf.checkServer(context.Background(), st) {
+		t.Fatal("the check was not answered")
 	}
 	if got := regs.all(); len(got) != 1 || got[0].Reason != reflector.RegressionKeysWentBack || got[0].Keys != 1 || !slices.Equal(got[0].SampleKeys, []string{"ns/d"}) {
 		t.Fatalf("declared %+v, want d gone back", got)

@@ -448,23 +448,36 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	if n := len(inf.quiet.samples); n > maxStalenessSamples {
 		t.Fatalf("%d samples kept, want at most %d", n, maxStalenessSamples)
 	}
-	inf.tracker.Advance(rvOf(1000))
+	inf.trust.state = trusted
+	inf.trust.applied = rvOf(1000)
 	s, ok := inf.Staleness()
 	if !ok || s > time.Since(base) {
 		t.Errorf("Staleness = %v, %v", s, ok)
 	}
 }
 
-// A wait for a resource version the server has not reached is probed once,
-// then only every behindProbeDelay: probing cannot release it.
-func TestProbeBacksOffWhenServerIsBehindTargets(t *testing.T) {
+// Issue 28, item 6: a wait for a resource version the server has not
+// reached (another cluster's, a made-up one, a write a restore lost) fails
+// as soon as a consistent read sent after it began shows so, with a typed
+// error naming both resource versions: it does not wait out its context,
+// nor keep probing. Before, it blocked for its whole context and the probe
+// listed about 1.4 times a second.
+func TestWaitBeyondTheServerFailsAtOnce(t *testing.T) {
 	lw := newQuietLW(t, "10")
 	inf, _ := startQuiet(t, lw)
 	lw.setServerRV("20")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := inf.WaitForFreshness(ctx, "1000"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness = %v, want a timeout", err)
+	start := time.Now()
+	err := inf.WaitForFreshness(ctx, "987654321")
+	var tl *freshness.TooLargeResourceVersionError
+	var we *freshness.WaitError
+	if !errors.Is(err, freshness.ErrTooLargeResourceVersion) || !errors.As(err, &tl) || !errors.As(err, &we) ||
+		tl.ResourceVersion != "987654321" || tl.ServerResourceVersion != "20" || we.Target != "987654321" {
+		t.Fatalf("WaitForFreshness = %v, want a *WaitError wrapping a TooLargeResourceVersionError (987654321 above 20)", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("it took %v: the wait waited on", d)
 	}
 	if st := inf.ProbeStats(); st.Probes != 1 || st.Requests != 1 {
 		t.Errorf("ProbeStats = %+v, want one probe of one list (no watch: it could release nobody)", st)
@@ -473,6 +486,29 @@ func TestProbeBacksOffWhenServerIsBehindTargets(t *testing.T) {
 		t.Errorf("%d auxiliary watches, want none", aux)
 	}
 	waitIdle(t, inf)
+}
+
+// A wait that joins after a probe's read was sent is not failed by it: the
+// read cannot speak for a write that may have come after it.
+func TestWaitJoinedAfterTheReadIsNotFailedByIt(t *testing.T) {
+	lw := newQuietLW(t, "10")
+	inf, _ := startQuiet(t, lw, WithQuietProbeDelay(-1)) // the test sends the reads
+	lw.setServerRV("20")
+	_, sent := inf.trust.stampNow() // a read is sent now
+	done := make(chan error, 1)
+	go func() { done <- inf.WaitForFreshness(context.Background(), "25") }()
+	eventually(t, "the wait", func() bool { return inf.trust.pending() == 1 })
+	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
+	select {
+	case err := <-done:
+		t.Fatalf("a wait that joined after the read was failed by it: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_, sent = inf.trust.stampNow() // a read sent after it joined
+	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
+	if err := <-done; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
+		t.Fatalf("WaitForFreshness = %v", err)
+	}
 }
 
 // AfterFreshness counts as a pending wait: on a quiet resource the probe

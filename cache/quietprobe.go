@@ -86,7 +86,7 @@ type ProbeStats struct {
 // ProbeStats returns the informer's probe counters.
 func (f *FreshInformer) ProbeStats() ProbeStats {
 	p := &f.quiet
-	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: p.advances.Load(), Relists: p.relists.Load(),
+	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: f.trust.proofsApplied(), Relists: p.relists.Load(),
 		Snapshots: p.snapshots.Load(), SnapshotMatches: p.snapshotMatches.Load(), BehindSnapshot: p.behindSnapshot.Load()}
 }
 
@@ -94,7 +94,7 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 // below it; the tracker's lock is never taken under it except by Current
 // and LowestWaited.
 type quietProbe struct {
-	probes, requests, advances, relists        atomic.Uint64
+	probes, requests, relists                  atomic.Uint64
 	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
 	// noBookmarks: the resource gets no bookmarks (no watch cache), so the
 	// bookmark route is a relist, a full list anyway: the snapshot route,
@@ -102,6 +102,11 @@ type quietProbe struct {
 	// whatever the informer's size.
 	noBookmarks atomic.Bool
 	runner      probe.Runner // the probe in flight; its lock is taken under mu
+
+	// timers counts the armed timer's callback until it has returned or
+	// the timer is stopped before firing: stopProbes waits for it, so no
+	// callback outlives the informer.
+	timers sync.WaitGroup
 
 	mu      sync.Mutex
 	waiters int          // waits in their slow path
@@ -154,12 +159,9 @@ func (f *FreshInformer) joinWait(target freshness.RV) {
 		return
 	}
 	if p.idle > 0 { // backing off: is this the lowest target? (scanned only then)
-		if low, waited := f.tracker.LowestWaited(); !waited || target.Compare(low) < 0 {
+		if low, waited := f.trust.lowest(); !waited || target.Compare(low) < 0 {
 			p.idle = 0
-			if p.timer != nil {
-				p.timer.Stop()
-				p.timer = nil
-			}
+			f.disarmLocked()
 		}
 	}
 	if p.timer == nil && !p.runner.Running() {
@@ -177,31 +179,39 @@ func (f *FreshInformer) leaveWait() {
 	}
 	// Idle again: no timer, and the running probe (if any) ends.
 	p.idle = 0
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
+	f.disarmLocked()
 	p.runner.Cancel()
 }
 
 // armLocked schedules a probe check after d. p.mu is held.
 func (f *FreshInformer) armLocked(d time.Duration) {
 	p := &f.quiet
-	p.armedAt = f.tracker.Current()
+	p.armedAt, _ = f.trust.position()
+	p.timers.Add(1)
 	p.timer = time.AfterFunc(d, f.probeDue) // real time: probes talk to a real server
+}
+
+// disarmLocked stops the armed timer, if any. p.mu is held.
+func (f *FreshInformer) disarmLocked() {
+	p := &f.quiet
+	if p.timer != nil && p.timer.Stop() {
+		p.timers.Done() // it will not fire
+	}
+	p.timer = nil
 }
 
 // probeDue runs when the timer fires: it probes unless the stream moved
 // meanwhile (the waits are being met by the stream: check again later).
 func (f *FreshInformer) probeDue() {
 	p := &f.quiet
+	defer p.timers.Done()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.timer = nil
 	if p.stopped || p.waiters == 0 || p.runner.Running() {
 		return
 	}
-	if f.tracker.Current().Compare(p.armedAt) > 0 || f.guard.RelistPending() {
+	if applied, _ := f.trust.position(); applied.Compare(p.armedAt) > 0 || f.guard.RelistPending() {
 		// The stream moved (it is meeting the waits), or a relist is on
 		// its way through it: check again later.
 		f.armLocked(f.probeDelay())
@@ -217,9 +227,10 @@ func (f *FreshInformer) probeDue() {
 
 // runProbe is one probe run (the Runner's function).
 func (f *FreshInformer) runProbe(ctx context.Context) {
-	start := f.tracker.Current()
+	start, _ := f.trust.position()
 	behind := f.probeOnce(ctx)
-	progressed := f.tracker.Current().Compare(start) > 0
+	end, _ := f.trust.position()
+	progressed := end.Compare(start) > 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -251,25 +262,22 @@ func (f *FreshInformer) stopProbes() {
 	p := &f.quiet
 	p.mu.Lock()
 	p.stopped = true
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
+	f.disarmLocked()
 	p.mu.Unlock()
 	p.runner.Stop() // outside p.mu: a run's end takes it
+	p.timers.Wait() // a callback that fired before Stop
 }
 
 // probeOnce runs one probe (see the package comment above). It reports
-// whether the server was found behind every pending target.
+// whether the server was found behind every pending target. It probes
+// nothing while waits are held for another reason (an outage, a check, a
+// restore): what settles that releases them, and the server may be down.
 func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
-	if f.incomparable.Load() {
+	start, _ := f.trust.position()
+	if f.trust.inDoubt() {
 		return false
 	}
-	start := f.tracker.Current()
-	if start.IsZero() { // not synced yet: the initial list comes first
-		return false
-	}
-	gen := f.guard.Stats().Regressions
+	st, seq := f.trust.stampNow()
 	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
 	defer cancel()
 
@@ -281,8 +289,8 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	if f.snapshotRoute() {
 		var proved bool
 		var err error
-		if server, proved, err = f.snapshotProbe(ctx, gen); err != nil {
-			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
+		if server, proved, err = f.snapshotProbe(ctx, st); err != nil {
+			f.log().V(4).Info("Freshness probe: consistent list failed", "err", err)
 			return false
 		}
 		if proved {
@@ -293,17 +301,19 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	} else if !fresh || server.Compare(start) <= 0 {
 		var err error
 		f.quiet.requests.Add(1)
-		if server, err = f.serverResourceVersion(ctx); err != nil {
-			f.logger.V(4).Info("Freshness probe: consistent list failed", "err", err)
+		if server, err = f.consistentRV(ctx, st); err != nil {
+			f.log().V(4).Info("Freshness probe: consistent list failed", "err", err)
 			return false
 		}
 	}
-	low, waited := f.tracker.LowestWaited()
-	if waited && server.Compare(low) < 0 {
-		// The server has not reached what anyone waits for (a target
-		// from a restored etcd, or a made-up one): proving up to its
-		// resource version would release nobody.
-		return true
+	if f.trust.inDoubt() { // the read found a restore
+		return false
+	}
+	// The read was sent after every pending wait joined: a target above
+	// the server's resource version is beyond it.
+	f.trust.tooLarge(server, seq).Run()
+	if low, ok := f.trust.lowest(); !ok || server.Compare(low) < 0 {
+		return true // none is left, or those left joined since: probing for them can wait
 	}
 	if server.Compare(start) <= 0 {
 		return false // the cache is at the server's resource version already
@@ -313,34 +323,22 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 		return false
 	}
 	f.quiet.requests.Add(1)
-	prove := func(lo, hi freshness.RV) { f.proveGap(lo, hi, gen) }
-	switch probe.AuxWatch(ctx, f.lw, start, server, probeWatchTimeoutSeconds, prove, f.logger) {
+	prove := func(lo, hi freshness.RV) {
+		f.applyMu.Lock()
+		defer f.unlockApply()
+		f.settle(f.trust.provedGap(lo, hi, st))
+	}
+	switch probe.AuxWatch(ctx, f.lw, start, server, probeWatchTimeoutSeconds, prove, f.log()) {
 	case probe.NoBookmark:
 		if f.bookmarks.Load() == 0 { // neither stream has seen one: no watch cache
 			p.noBookmarks.Store(true)
-			f.logger.V(2).Info("Freshness probe: the resource gets no watch bookmarks (served without a watch cache?); probing by relisting from now on")
+			f.log().V(2).Info("Freshness probe: the resource gets no watch bookmarks (served without a watch cache?); probing by relisting from now on")
 			f.requestRelist()
 		}
 	case probe.Expired:
 		f.requestRelist()
 	}
 	return false
-}
-
-// proveGap records that the informer's stream holds no event in (lo, hi]:
-// once the tracker has applied lo, it may advance to hi. gen is the guard's
-// regression count when the proof began; a declared regression since then
-// (the server's history changed) voids the proof.
-func (f *FreshInformer) proveGap(lo, hi freshness.RV, gen uint64) {
-	f.tracker.AfterFunc(lo, func(err error) {
-		if err != nil || f.guard.Stats().Regressions != gen {
-			return
-		}
-		if f.tracker.Advance(hi) > 0 {
-			f.quiet.advances.Add(1)
-		}
-		f.guard.Advance(hi, gen)
-	})
 }
 
 // serverResourceVersion reads the server's current resource version with a

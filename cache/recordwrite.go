@@ -44,7 +44,7 @@ func (f *FreshInformer) NewestKnownResourceVersion() string {
 		newest = f.newestWrite
 	}
 	f.newestMu.Unlock()
-	if cur := f.tracker.Current(); cur.Compare(newest) > 0 {
+	if cur, _ := f.trust.position(); cur.Compare(newest) > 0 {
 		newest = cur
 	}
 	return newest.String()

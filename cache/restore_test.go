@@ -16,6 +16,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -23,8 +24,9 @@ import (
 // watch open (its Reflector was backing off after a stream ended with an
 // error; no request had failed, as the apiserver restarted in between). The
 // next write comes back at a resource version the old stream delivered:
-// the write is verified with a consistent read, the restore is declared,
-// and WaitForFreshness does not call it fresh before the relist brings it.
+// waits are held from the stream's end, the relist after the error is a
+// consistent read, which declares the restore, and WaitForFreshness does
+// not call the write fresh before that relist brings it.
 func TestWriteBetweenWatchesIsVerified(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		regs := newRegressionLog()
@@ -32,8 +34,11 @@ func TestWriteBetweenWatchesIsVerified(t *testing.T) {
 		w.Add(cm("a", "56"))
 		w.Add(cm("b", "100"))
 		waitFresh(t, inf, "100")
-		// etcd restored at 55: a@40, and the next write, new@56.
-		lw.queueLists(listResponse{rv: "56", objects: []*corev1.ConfigMap{cm("a", "40"), cm("new", "56")}})
+		// etcd restored at 55: a@40, and the next write, new@56. A list
+		// raised to the floor (100) is "Too large" for it, as for a real
+		// apiserver; client-go's Reflector then asks for a consistent one.
+		lw.queueLists(listResponse{err: apierrors.NewTimeoutError("Too large resource version: 100, current: 56", 1)},
+			listResponse{rv: "56", objects: []*corev1.ConfigMap{cm("a", "40"), cm("new", "56")}})
 		// The stream ends with an error (not 410): the Reflector stops it
 		// and backs off (800 ms or more) before it lists again.
 		w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable, Message: "apiserver shutting down"})
@@ -50,11 +55,14 @@ func TestWriteBetweenWatchesIsVerified(t *testing.T) {
 			t.Fatalf("WaitForFreshness(56) returned nil, but the write at 56 is not cached (new=%q, a=%q, at %s)", got, cached(inf, "a"), inf.LastObservedResourceVersion())
 		}
 		r := regs.next(t)
-		if r.Reason != reflector.RegressionServerBehind || r.Floor != "100" {
+		if r.Reason != reflector.RegressionConsistentList || r.Floor != "100" {
 			t.Fatalf("regression %+v", r)
 		}
-		if s := inf.Stats(); s.Regressions != 1 || s.RestoreProbes != 1 {
-			t.Fatalf("stats %+v: want one probe, one regression", s)
+		if s := inf.Stats(); s.Regressions != 1 {
+			t.Fatalf("stats %+v: want one regression", s)
+		}
+		if o := lw.lastListOptions(); o.ResourceVersion != "" {
+			t.Fatalf("the relist after the stream's error %+v, want a consistent read", o)
 		}
 	})
 }
@@ -157,15 +165,24 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // the relist
-	gen := inf.guard.Stats().Regressions
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen)
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen) // before the relist
+	st, _ := inf.trust.stampNow()
+	restoreAt60(inf, st)
+	restoreAt60(inf, st) // before the relist
 	regs.next(t)
 	waitFresh(t, inf, "60")
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, gen) // after it
+	restoreAt60(inf, st) // after it
 	if got := inf.Stats().Regressions; got != 1 {
 		t.Fatalf("%d regressions declared, want 1: %+v", got, regs.all())
 	}
+}
+
+// restoreAt60 declares, as a read with the stamp st would, that the
+// server is back at 60.
+func restoreAt60(inf *FreshInformer, st stamp) {
+	rv, _ := freshness.ParseRV("60")
+	inf.applyMu.Lock()
+	inf.beginRestore(reflector.RegressionServerBehind, rv, inf.guard.Floor(), listRegression{}, st)
+	inf.unlockApply()
 }
 
 // Once a restore is declared, the events still queued from before it carry
@@ -186,7 +203,8 @@ func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
 	waitFresh(t, inf, "100")
 	rec.waitFor(t, 1)
 	lw.queueLists(listResponse{rv: "60", err: connectionRefused()}) // no relist yet
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "60"), listRegression{}, inf.guard.Stats().Regressions)
+	st, _ := inf.trust.stampNow()
+	restoreAt60(inf, st)
 	regs.next(t)
 	// An event the old stream had queued, applied after the declaration.
 	if err := inf.handleBatch([]toolscache.Delta{{Type: toolscache.Updated, Object: cm("a", "110")}}, false); err != nil {

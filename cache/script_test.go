@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/informertest"
 )
 
@@ -322,4 +323,10 @@ func name(obj any) string {
 		return m.GetName()
 	}
 	return fmt.Sprintf("%T", obj)
+}
+
+// current returns the applied resource version.
+func (f *FreshInformer) current() freshness.RV {
+	rv, _ := f.trust.position()
+	return rv
 }

@@ -39,12 +39,12 @@ func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEv
 		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", handlers.MinimumResyncPeriod)
 		resync = handlers.MinimumResyncPeriod
 	}
-	if resync > 0 && resync < f.resyncCheckPeriod && !f.started {
+	if resync > 0 && resync < f.resyncCheckPeriod && !f.running {
 		f.resyncCheckPeriod = resync
 		f.processor.ResyncCheckPeriodChanged(logger, resync)
 	}
 	l := handlers.NewListener(logger, handler, resync, handlers.EffectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
-	if !f.started {
+	if !f.running {
 		f.processor.AddListener(l)
 		return l, nil
 	}
@@ -94,7 +94,7 @@ type indexerView struct {
 // list at "0" before the first event), what client-go's store reports:
 // the resource version of the last list or object it stored.
 func (v indexerView) LastStoreSyncResourceVersion() string {
-	if v.f.incomparable.Load() {
+	if _, state := v.f.trust.position(); state == plain || state == syncing {
 		return v.Indexer.LastStoreSyncResourceVersion()
 	}
 	return v.f.LastObservedResourceVersion()
@@ -179,7 +179,7 @@ func (f *FreshInformer) SetTransform(handler toolscache.TransformFunc) error {
 func (f *FreshInformer) beforeStart(set func()) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.started {
+	if f.running {
 		return errors.New("informer has already started")
 	}
 	set()

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -70,6 +69,9 @@ type snapshot struct {
 	rv       freshness.RV
 	items    []runtime.Object
 	complete bool // every object the informer lists
+	// floor is the Guard's when the list was sent: a consistent read
+	// below it proves the server's history went back.
+	floor freshness.RV
 }
 
 // listSnapshot reads a snapshot of at most limit objects, following the
@@ -79,7 +81,7 @@ type snapshot struct {
 func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot, error) {
 	lw := toolscache.ToListerWatcherWithContext(f.lw)
 	sent := f.clock.Now()
-	var s snapshot
+	s := snapshot{floor: f.guard.Floor()}
 	opts := metav1.ListOptions{Limit: limit}
 	for {
 		obj, err := lw.ListWithContext(ctx, opts)
@@ -113,11 +115,10 @@ func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot
 }
 
 // snapshotProbe proves the cache fresh from a snapshot when it can (see
-// applySnapshot). It returns the snapshot's resource version, the server's
-// current one, and whether the cache is now at least that fresh; keys the
-// snapshot shows went back are declared (a restored server). gen is the
-// guard's regression count when the probe began.
-func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server freshness.RV, proved bool, err error) {
+// compareSnapshot). It returns the snapshot's resource version, the
+// server's current one, and whether the cache is now at least that fresh.
+// st is the trust's stamp when the probe began.
+func (f *FreshInformer) snapshotProbe(ctx context.Context, st stamp) (server freshness.RV, proved bool, err error) {
 	// One more object than cached: a longer list cannot match.
 	f.quiet.requests.Add(1)
 	s, err := f.listSnapshot(ctx, f.cachedKeys.Load()+1)
@@ -125,76 +126,64 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, gen uint64) (server f
 		return freshness.RV{}, false, err
 	}
 	f.quiet.snapshots.Add(1)
-	proved, back := f.applySnapshot(s, gen, true)
-	f.declareWentBack(s.rv, back, gen)
-	return s.rv, proved, nil
+	return s.rv, f.compareSnapshot(s, st, true), nil
 }
 
-// applySnapshot compares a snapshot with the cache, which holds the state
-// at the applied resource version A. Every write gives its object a
-// resource version of its own, so:
+// compareSnapshot compares a snapshot, read with the stamp st, with the
+// cache, which holds the state at the applied resource version A. Every
+// write gives its object a resource version of its own, so:
 //
-//   - if the snapshot holds exactly the cached keys at the cached resource
-//     versions, the cache holds the state at the snapshot's resource
-//     version, and the applied one moves there (proved). Events in between
-//     can only concern keys created and deleted again before the snapshot:
-//     the stream still delivers them, to handlers but not to the indexer
-//     (zoneEvent);
+//   - a snapshot below the floor when it was sent shows the server's
+//     history went back (a consistent read never answers below what the
+//     server delivered before it): a restore is declared;
 //   - a key listed at a resource version up to A that the cache does not
-//     hold at that resource version shows the server's history went back
-//     (the cache applied every event up to A, so it would hold that state);
-//     so does a key listed older than a write recorded for it that the
-//     snapshot covers (RecordWrittenObject: the write was lost). Such keys
-//     are returned, for the caller to declare; when the snapshot otherwise
-//     matches, lost writes are declared here, before the waiters it
-//     releases hear of it, as for a list;
+//     hold at that resource version shows the same (the cache applied
+//     every event up to A, so it would hold that state), even when new
+//     writes have carried a restored server past the floor;
+//   - with prove, if the snapshot holds exactly the cached keys at the
+//     cached resource versions, the cache holds the state at the
+//     snapshot's resource version, and the applied one moves there
+//     (proved). Events in between can only concern keys created and
+//     deleted again before the snapshot: the stream still delivers them,
+//     to handlers but not to the indexer (zoneEvent). A key listed older
+//     than a write recorded for it that the snapshot covers
+//     (RecordWrittenObject) is a lost write: declared before any wait it
+//     releases;
 //   - anything else proves nothing.
-//
-// With prove false the snapshot is only searched for keys gone back (the
-// restore check, where the quiet probes' snapshot route is off).
-//
-// A snapshot older than A proves nothing either (the restore check
-// compares its resource version with the floor). gen is the guard's
-// regression count when the snapshot was asked for: a regression declared
-// since voids it.
-func (f *FreshInformer) applySnapshot(s snapshot, gen uint64, prove bool) (proved bool, back listRegression) {
-	f.lockApply()
-	proved, back = f.applySnapshotLocked(s, gen, prove)
-	f.unlockApply()
-	if proved && back.lostWrites > 0 {
-		f.declareFound()
-		back = listRegression{}
+func (f *FreshInformer) compareSnapshot(s snapshot, st stamp, prove bool) (proved bool) {
+	f.applyMu.Lock()
+	defer f.unlockApply()
+	if f.trust.state != trusted {
+		return false
 	}
-	return proved, back
-}
-
-func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64, prove bool) (proved bool, back listRegression) {
-	cur := f.tracker.Current()
-	if f.incomparable.Load() || f.restoring || cur.IsZero() || f.guard.Stats().Regressions != gen {
-		return false, back
+	if !s.rv.AtLeast(s.floor) {
+		f.beginRestore(reflector.RegressionServerBehind, s.rv, s.floor, listRegression{}, st)
+		return false
 	}
+	cur := f.trust.applied
 	at := s.rv.Compare(cur)
 	if at < 0 {
-		return true, back // already fresher
+		return true // the stream overtook the snapshot: fresher already
 	}
 	// At the applied RV itself the snapshot must match too: a restored
 	// server whose new writes reached exactly the floor shows its keys.
+	var back listRegression
 	checkWrites := f.written.len() > 0
 	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
 	seen := make(map[string]struct{}, len(s.items)) // a key listed twice leaves a cached one unlisted
 	for _, item := range s.items {
 		key, err := toolscache.MetaNamespaceKeyFunc(item)
 		if err != nil {
-			return false, listRegression{}
+			return false
 		}
 		if _, dup := seen[key]; dup {
-			return false, listRegression{}
+			return false
 		}
 		seen[key] = struct{}{}
 		listedRVs := resourceVersion(item)
 		listed, err := freshness.ParseRV(listedRVs)
 		if err != nil {
-			return false, listRegression{}
+			return false
 		}
 		if checkWrites && f.written.lost(key, listedRVs, s.rv) {
 			back.add(key, &back.lostWrites)
@@ -215,29 +204,36 @@ func (f *FreshInformer) applySnapshotLocked(s snapshot, gen uint64, prove bool) 
 			back.add(key, &back.keys)
 		}
 	}
-	if !same || back.keys > 0 || !prove {
-		return false, back
-	}
-	if back.lostWrites > 0 {
+	switch {
+	case back.keys > 0:
+		f.beginRestore(reflector.RegressionKeysWentBack, s.rv, cur, back, st)
+		return false
+	case !same || !prove:
+		if back.lostWrites > 0 {
+			f.beginRestore(reflector.RegressionWritesLost, s.rv, cur, back, st)
+		}
+		return false
+	case back.lostWrites > 0:
 		// The cache holds the server's state, which lost acknowledged
-		// writes: declared (declareFound) before any waiter is released.
-		slices.Sort(back.sample)
-		f.declare = append(f.declare, reflector.Regression{Reason: reflector.RegressionWritesLost, ListResourceVersion: s.rv.String(),
-			Floor: cur.String(), WritesLost: back.lostWrites, SampleKeys: back.sample})
-		f.holdUntilDeclared()
+		// writes: declared before any wait is released.
+		f.found(reflector.Regression{Reason: reflector.RegressionWritesLost, ListResourceVersion: s.rv.String(),
+			Floor: cur.String(), WritesLost: back.lostWrites, SampleKeys: back.sample}, false)
 		f.written.reset()
-	} else {
+	default:
 		f.written.pruneReached(s.rv)
 	}
 	if at == 0 {
-		return true, back // nothing to move
+		return true // nothing to move
 	}
-	f.quiet.snapshotMatches.Add(1)
-	f.quiet.advances.Add(1)
+	f.quiet.snapshotMatches.Add(1) // counted before a wait it releases can look
+	ok, due := f.trust.proved(s.rv, st)
+	f.settle(due)
+	if !ok { // a regression found since voids it
+		f.quiet.snapshotMatches.Add(^uint64(0))
+		return false
+	}
 	f.zone.end = s.rv
-	f.guard.Advance(s.rv, gen)
-	f.tracker.Advance(s.rv)
-	return true, back
+	return true
 }
 
 // snapshotZone is the stretch of the informer's stream that a snapshot

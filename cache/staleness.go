@@ -27,12 +27,14 @@ import (
 // waits or probes it says how long it has been since anything was known,
 // not that the cache is behind.
 func (f *FreshInformer) Staleness() (time.Duration, bool) {
-	cur := f.tracker.Current()
+	cur, state := f.trust.position()
 	now := f.clock.Now()
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f.coverLocked(cur)
+	if state == trusted {
+		f.coverLocked(cur)
+	}
 	if !p.hasCovered {
 		return 0, false
 	}
@@ -74,7 +76,7 @@ func (f *FreshInformer) addStalenessSample(at time.Time, rv freshness.RV) {
 // f.quiet.mu is held.
 func (f *FreshInformer) coverLocked(cur freshness.RV) {
 	p := &f.quiet
-	if cur.IsZero() || f.incomparable.Load() {
+	if cur.IsZero() {
 		return
 	}
 	i := 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/rvwait"
 )
 
 // Sync is a read barrier: it returns once the cache reflects everything the
@@ -32,11 +33,12 @@ import (
 func (f *FreshInformer) Sync(ctx context.Context) error {
 	var rv freshness.RV
 	var err error
+	st, _ := f.trust.stampNow()
 	if f.snapshotRoute() {
-		rv, _, err = f.snapshotProbe(ctx, f.guard.Stats().Regressions)
+		rv, _, err = f.snapshotProbe(ctx, st)
 	} else {
 		f.quiet.requests.Add(1)
-		rv, err = f.serverResourceVersion(ctx)
+		rv, err = f.consistentRV(ctx, st)
 	}
 	if err != nil {
 		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
@@ -45,17 +47,17 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 }
 
 // AfterFreshness arranges for fn to run once the cache has applied rv,
-// with nil, or once it cannot get there, with an error matching
-// freshness.ErrStopped or freshness.ErrIncomparable (at once, on the
-// caller's goroutine, when rv is malformed or already reached). It is
+// with nil, or once it cannot get there, with an error as
+// WaitForFreshness's (at once, on the caller's goroutine, when rv is
+// malformed or already reached, or the informer was never started). It is
 // WaitForFreshness without a blocked goroutine, for a workqueue that
 // re-adds a key when the cache catches up. fn runs on the goroutine that
 // applied the event or bookmark (or answered a probe), after the informer
 // has released its locks, so it may call back into the informer and the
 // library (RecordWrite, ReadYourWrites, AddEventHandler, AfterFreshness,
 // ...); it should be quick, since the informer applies nothing more until
-// it returns. A panic in fn goes up to client-go's process loop, which
-// reports it through utilruntime; the other callbacks still run. It
+// it returns. A panic in fn is reported through utilruntime.HandleCrash,
+// as a handler's is, and the other callbacks still run. It
 // counts as a pending wait, so a quiet resource is
 // probed for it as for WaitForFreshness, and like WaitForFreshness it is
 // held back while a restore verification probe is in flight (see
@@ -74,12 +76,20 @@ func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() b
 // rv that the informer's selector admits is in the indexer), ctx ends, or
 // the informer stops. It returns nil at once, without allocating, when the
 // cache is already that fresh. Errors: one matching freshness.ErrIncomparable
-// at once when rv is malformed or the server's resource versions cannot be
-// ordered; a *freshness.WaitError unwrapping to ctx.Err() or
-// freshness.ErrStopped otherwise.
+// at once when rv is malformed; otherwise a *freshness.WaitError that
+// unwraps to the cause: freshness.ErrNotStarted at once for an informer
+// never run, freshness.ErrIncomparable while the server's resource versions
+// cannot be ordered, freshness.ErrTooLargeResourceVersion when a consistent
+// read sent after the wait began shows the server has not reached rv
+// (another cluster's resource version, a made-up one, or a write a restore
+// lost), freshness.ErrStopped, or ctx.Err(). While the informer cannot
+// vouch for its cache (its stream broke and it has not listed since, a
+// restore check is in flight, a regression is being declared), no wait
+// returns nil; the package documentation, "When a wait returns", says
+// exactly when one does.
 func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 	target, err := freshness.ParseRV(rv)
-	if err == nil && f.tracker.Reached(target) { // one atomic load
+	if err == nil && f.trust.reached(target) { // one atomic load
 		if f.metrics != nil {
 			f.metrics.ObserveWait(WaitFresh, 0)
 		}
@@ -105,18 +115,30 @@ func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 // cache has applied, "" before the first list. It never decreases while the
 // informer runs, except by a declared regression.
 func (f *FreshInformer) LastObservedResourceVersion() string {
-	return f.tracker.Current().String()
+	applied, _ := f.trust.position()
+	return applied.String()
 }
 
 // waitBounded is WaitForFreshness's wait once rv is parsed: the tracker's
 // wait, with the informer probing the server while it makes no progress.
 func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
-	if f.tracker.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
-		return f.tracker.WaitRV(ctx, target)
+	if err := f.notStarted(target); err != nil {
+		return err
+	}
+	if f.trust.reached(target) || f.probeDelay() < 0 || f.lw == nil {
+		return f.trust.wait(ctx, target)
 	}
 	f.joinWait(target)
 	defer f.leaveWait()
-	return f.tracker.WaitRV(ctx, target)
+	return f.trust.wait(ctx, target)
+}
+
+// notStarted is the error of a wait for target on an informer never run.
+func (f *FreshInformer) notStarted(target freshness.RV) error {
+	if f.started.Load() {
+		return nil
+	}
+	return &freshness.WaitError{Target: target.String(), Err: freshness.ErrNotStarted}
 }
 
 // afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
@@ -125,12 +147,18 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 // a restore check is in flight (the check suspends the tracker): the cache
 // may have "reached" rv only on a history the server has lost.
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
+	if err := f.notStarted(target); err != nil && !f.trust.reached(target) {
+		fn(err)
+		return func() bool { return false }
+	}
 	c := &afterFreshCall{f: f, fn: fn}
-	if !f.tracker.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
+	if !f.trust.reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true
 		f.joinWait(target)
 	}
-	c.stopTracker = f.tracker.AfterFuncCancelable(target, c.fire) // may fire at once
+	var due rvwait.Due
+	c.stopTracker, due = f.trust.afterFunc(target, c.fire)
+	due.Run() // fn, if it is due at once
 	return c.stop
 }
 

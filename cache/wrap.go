@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	clientgofeatures "k8s.io/client-go/features"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/rvwait"
 )
 
 // WrappedInformer is an informer built elsewhere (handed out by another
@@ -58,14 +58,13 @@ import (
 //     to Wrap ends.
 type WrappedInformer struct {
 	toolscache.SharedIndexInformer
-	tracker freshness.Tracker
-	logger  klog.Logger
+	logger klog.Logger
 
 	incomparableObjects atomic.Uint64
 
-	// mu guards the fields below and orders its decisions with the tracker
-	// steps they make: taken before the tracker's.
-	mu sync.Mutex
+	// waits holds the waiters; its lock guards the fields below, so each
+	// decision and what it publishes are one step.
+	waits rvwait.Set[freshness.RV]
 	// malformed are the last malformed resource versions of objects the
 	// handler was given, newest last (at most maxMalformedRVs).
 	malformed []string
@@ -109,7 +108,10 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 	}
 	go func() {
 		<-ctx.Done()
-		w.tracker.Stop()
+		w.waits.Lock()
+		due := w.waits.StopLocked(freshness.ErrStopped)
+		w.waits.Unlock()
+		due.Run()
 		_ = informer.RemoveEventHandler(reg)
 	}()
 	return w, nil
@@ -117,13 +119,17 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 
 // observe takes in the resource version of an object the wrapped informer
 // has just stored. It runs on Wrap's handler goroutine (client-go's
-// listener for that handler, one event at a time) and takes w.mu; it
-// calls only the tracker and the store.
+// listener for that handler, one event at a time) and takes the waits'
+// lock; it calls only the store under it.
 func (w *WrappedInformer) observe(obj any) {
 	s := resourceVersion(obj)
 	rv, err := freshness.ParseRV(s)
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	var due rvwait.Due
+	w.waits.Lock()
+	defer func() {
+		w.waits.Unlock()
+		due.Run()
+	}()
 	if err != nil {
 		w.incomparableObjects.Add(1)
 		if logger := w.logger.V(4); logger.Enabled() {
@@ -137,14 +143,15 @@ func (w *WrappedInformer) observe(obj any) {
 		}
 		switch {
 		case s == "":
-			w.setIncomparable(s, err) // not from an API server: nothing is fresh
+			due = w.setIncomparable(s, err) // not from an API server: nothing is fresh
 		case w.incomparable && w.cause == s: // a wait read the store before we heard of this object
-			w.comparableAgain(w.tracker.Current())
+			pos, _ := w.waits.PositionLocked()
+			due = w.comparableAgain(pos)
 		}
 	} else {
-		w.tracker.Advance(rv)
+		due = w.comparableAgain(rv)
 	}
-	w.advanceFromStoreLocked()
+	due = append(due, w.advanceFromStoreLocked()...)
 }
 
 // IncomparableObjects counts the objects the wrapped informer stored whose
@@ -161,71 +168,80 @@ func (w *WrappedInformer) WaitForFreshness(ctx context.Context, rv string) error
 		return err
 	}
 	w.advanceFromStore()
-	return w.tracker.WaitRV(ctx, target)
+	return w.waits.Wait(ctx, target, waitError)
 }
 
 // LastObservedResourceVersion returns the highest resource version known to
 // be applied; see WrappedInformer for what it can see.
 func (w *WrappedInformer) LastObservedResourceVersion() string {
 	w.advanceFromStore()
-	return w.tracker.Current().String()
+	w.waits.Lock()
+	defer w.waits.Unlock()
+	pos, _ := w.waits.PositionLocked()
+	return pos.String()
 }
 
 // advanceFromStore takes in the store's own resource version, which covers
 // bookmarks and lists: no handler sees those.
 func (w *WrappedInformer) advanceFromStore() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.advanceFromStoreLocked()
+	w.waits.Lock()
+	due := w.advanceFromStoreLocked()
+	w.waits.Unlock()
+	due.Run()
 }
 
-// advanceFromStoreLocked is advanceFromStore with w.mu held. A comparable
+// advanceFromStoreLocked is advanceFromStore with the lock held. A comparable
 // store resource version moves the tracker (and ends an incomparable spell:
 // the store has applied everything up to it). A malformed one is a single
 // object's if the handler has seen an object with it (the tracker has a
 // comparable position to go on from); otherwise it is a list's or a
 // bookmark's, and the tracker becomes incomparable.
-func (w *WrappedInformer) advanceFromStoreLocked() {
+func (w *WrappedInformer) advanceFromStoreLocked() rvwait.Due {
 	s := w.GetIndexer().LastStoreSyncResourceVersion()
 	stored, err := freshness.ParseRV(s)
 	if s == "" {
 		if w.HasSynced() { // listed without a resource version: a fake clientset's
-			w.setIncomparable(s, err)
+			return w.setIncomparable(s, err)
 		}
-		return // else nothing listed yet
+		return nil // else nothing listed yet
 	}
+	pos, _ := w.waits.PositionLocked()
 	switch {
 	case err == nil:
-		w.comparableAgain(stored)
+		return w.comparableAgain(stored)
 	case w.incomparable:
 		// Still incomparable: the cause stays until the store is comparable
 		// or the handler explains it.
-	case !w.tracker.Current().IsZero() && slices.Contains(w.malformed, s):
+	case !pos.IsZero() && slices.Contains(w.malformed, s):
 		// A single object's: skipped, counted in observe.
 	default:
-		w.setIncomparable(s, err)
+		return w.setIncomparable(s, err)
 	}
+	return nil
 }
 
 // setIncomparable fails waits from now on, because of the resource version
-// s. w.mu is held.
-func (w *WrappedInformer) setIncomparable(s string, err error) {
+// s. The lock is held.
+func (w *WrappedInformer) setIncomparable(s string, err error) rvwait.Due {
 	if w.incomparable {
-		return
+		return nil
 	}
 	w.incomparable, w.cause = true, s
 	logIncomparable(w.logger, err) // scope.go
-	w.tracker.SetIncomparable(err)
+	return w.waits.FailLocked(err)
 }
 
-// comparableAgain advances the tracker to rv, ending an incomparable spell
-// there. w.mu is held.
-func (w *WrappedInformer) comparableAgain(rv freshness.RV) {
+// comparableAgain advances the position to rv, ending an incomparable
+// spell there (at rv even if older). The lock is held.
+func (w *WrappedInformer) comparableAgain(rv freshness.RV) rvwait.Due {
+	pos, _ := w.waits.PositionLocked()
 	if !w.incomparable {
-		w.tracker.Advance(rv)
-		return
+		if rv.Compare(pos) > 0 {
+			return w.waits.PublishLocked(rv, true)
+		}
+		return nil
 	}
 	w.logger.V(2).Info("Resource versions can be ordered again; WaitForFreshness works again", "resourceVersion", rv.String(), "incomparable", w.cause)
 	w.incomparable, w.cause = false, ""
-	w.tracker.Reset(rv)
+	return w.waits.PublishLocked(rv, true)
 }

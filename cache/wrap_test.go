@@ -62,7 +62,7 @@ func TestWrapClientGoInformer(t *testing.T) {
 
 	// Ending Wrap's context releases waiters.
 	go func() { errc <- w.WaitForFreshness(context.Background(), "99") }()
-	for w.tracker.Pending() == 0 {
+	for w.pending() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
@@ -133,7 +133,7 @@ func TestWrapSkipsSingleMalformedObject(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- w.WaitForFreshness(ctx, "13") }()
-	for w.tracker.Pending() == 0 {
+	for w.pending() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	fw.Modify(cm("b", "13"))
@@ -236,9 +236,9 @@ func TestWrapMalformedObjectSeenLate(t *testing.T) {
 	if err := w.WaitForFreshness(ctx, "10"); err != nil {
 		t.Fatalf("after many malformed objects: %v", err)
 	}
-	w.mu.Lock()
+	w.waits.Lock()
 	remembered := len(w.malformed)
-	w.mu.Unlock()
+	w.waits.Unlock()
 	if remembered > maxMalformedRVs || w.IncomparableObjects() != 1001 {
 		t.Fatalf("remembered %d malformed resource versions, counted %d", remembered, w.IncomparableObjects())
 	}
@@ -247,4 +247,11 @@ func TestWrapMalformedObjectSeenLate(t *testing.T) {
 	if got := w.LastObservedResourceVersion(); got != "11" {
 		t.Fatalf("LastObservedResourceVersion = %q", got)
 	}
+}
+
+// pending returns how many callers are blocked in WaitForFreshness.
+func (w *WrappedInformer) pending() int {
+	w.waits.Lock()
+	defer w.waits.Unlock()
+	return w.waits.PendingLocked()
 }

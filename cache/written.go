@@ -16,14 +16,10 @@ import "github.com/freshinformer/freshinformer/freshness"
 // while the informer's resource versions cannot be ordered.
 func (f *FreshInformer) IsFresh(rv string) bool {
 	target, err := freshness.ParseRV(rv)
-	return err == nil && f.tracker.Reached(target) // false while a restore check suspends it
+	return err == nil && f.trust.reached(target) // false while waits are held
 }
 
 // HasStarted reports whether the informer was ever run (Run or
 // RunWithContext), stopped since or not. Until it is, nothing reaches its
 // cache and a wait for freshness could only time out.
-func (f *FreshInformer) HasStarted() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.started
-}
+func (f *FreshInformer) HasStarted() bool { return f.started.Load() }

@@ -3,23 +3,53 @@ package freshness
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
-// targets returns how many targets the tracker holds, in the heap and by RV.
-func (t *Tracker) targetCounts() (heapLen, mapLen int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.targets), len(t.byRV)
+// errLeftBehind is what leftTargets releases a left-over target with.
+var errLeftBehind = errors.New("target left behind")
+
+// leftTargets reports how many targets tr still holds (waited for or
+// called back at), releasing them with errLeftBehind: call it last. It
+// goes through the tracker's Set only; internal/rvwait's own tests check
+// that its heap and map agree.
+func leftTargets(tr *Tracker) int {
+	n := 0
+	tr.s.Lock()
+	due := tr.s.FailAboveLocked(RV{}, tr.s.SeqLocked(), func(RV) error { n++; return errLeftBehind })
+	tr.s.Unlock()
+	due.Run()
+	return n
 }
 
-func TestAfterFuncCancelableRunsOnceReached(t *testing.T) {
+// TestLeftTargetsSeesPendingTargets shows that leftTargets can fail: it
+// counts a callback's target, and a waiter's.
+func TestLeftTargetsSeesPendingTargets(t *testing.T) {
+	var tr Tracker
+	tr.AfterFunc(rvOf(10), func(error) {})
+	tr.AfterFunc(rvOf(10), func(error) {})
+	ch := waitAsync(t, &tr, context.Background(), "20")
+	if n := leftTargets(&tr); n != 2 {
+		t.Fatalf("leftTargets = %d, want 2 (10 and 20)", n)
+	}
+	if err := expectResult(t, ch); !errors.Is(err, errLeftBehind) {
+		t.Fatalf("waiter released by leftTargets: %v", err)
+	}
+	if n := leftTargets(&tr); n != 0 {
+		t.Fatalf("leftTargets = %d after releasing them, want 0", n)
+	}
+}
+
+func TestAfterFuncRunsOnceReached(t *testing.T) {
 	var tr Tracker
 	tr.Advance(rvOf(5))
 	var got []error
-	stop := tr.AfterFuncCancelable(rvOf(7), func(err error) { got = append(got, err) })
+	stop := tr.AfterFunc(rvOf(7), func(err error) { got = append(got, err) })
 	tr.Advance(rvOf(6))
 	if len(got) != 0 {
 		t.Fatalf("ran before the target: %v", got)
@@ -31,16 +61,16 @@ func TestAfterFuncCancelableRunsOnceReached(t *testing.T) {
 	if stop() {
 		t.Error("stop after the callback ran reported that it stopped it")
 	}
-	if h, m := tr.targetCounts(); h != 0 || m != 0 {
-		t.Errorf("targets left: heap %d, map %d", h, m)
+	if n := leftTargets(&tr); n != 0 {
+		t.Errorf("%d targets left", n)
 	}
 }
 
-func TestAfterFuncCancelableAlreadyReachedRunsAtOnce(t *testing.T) {
+func TestAfterFuncAlreadyReachedRunsAtOnce(t *testing.T) {
 	var tr Tracker
 	tr.Advance(rvOf(9))
 	ran := 0
-	stop := tr.AfterFuncCancelable(rvOf(9), func(err error) {
+	stop := tr.AfterFunc(rvOf(9), func(err error) {
 		if err != nil {
 			t.Errorf("err = %v", err)
 		}
@@ -51,21 +81,18 @@ func TestAfterFuncCancelableAlreadyReachedRunsAtOnce(t *testing.T) {
 	}
 }
 
-func TestAfterFuncCancelableStopLeavesNothing(t *testing.T) {
+func TestAfterFuncStopLeavesNothing(t *testing.T) {
 	var tr Tracker
 	ran := false
-	stop := tr.AfterFuncCancelable(rvOf(10), func(error) { ran = true })
-	if h, _ := tr.targetCounts(); h != 1 {
-		t.Fatalf("heap %d, want 1 target", h)
-	}
+	stop := tr.AfterFunc(rvOf(10), func(error) { ran = true })
 	if !stop() {
 		t.Fatal("stop of a pending callback reported false")
 	}
 	if stop() {
 		t.Error("second stop reported true")
 	}
-	if h, m := tr.targetCounts(); h != 0 || m != 0 {
-		t.Errorf("targets left after stop: heap %d, map %d", h, m)
+	if n := leftTargets(&tr); n != 0 {
+		t.Errorf("%d targets left after stop", n)
 	}
 	tr.Advance(rvOf(10))
 	tr.Stop()
@@ -74,20 +101,19 @@ func TestAfterFuncCancelableStopLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestAfterFuncCancelableStopKeepsOthersOfTheTarget(t *testing.T) {
+func TestAfterFuncStopKeepsOthersOfTheTarget(t *testing.T) {
 	var tr Tracker
 	var a, b atomic.Int32
-	stopA := tr.AfterFuncCancelable(rvOf(3), func(error) { a.Add(1) })
-	tr.AfterFuncCancelable(rvOf(3), func(error) { b.Add(1) })
+	stopA := tr.AfterFunc(rvOf(3), func(error) { a.Add(1) })
+	tr.AfterFunc(rvOf(3), func(error) { b.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := waitAsync(t, &tr, ctx, "3")
 	defer cancel()
 	if !stopA() {
 		t.Fatal("stop reported false")
 	}
-	if h, _ := tr.targetCounts(); h != 1 {
-		t.Fatalf("the target shared with another callback and a waiter was removed (heap %d)", h)
-	}
+	// The target shared with another callback and a waiter stays: both
+	// are released by the advance.
 	tr.Advance(rvOf(3))
 	if err := expectResult(t, ch); err != nil {
 		t.Fatalf("waiter: %v", err)
@@ -95,42 +121,51 @@ func TestAfterFuncCancelableStopKeepsOthersOfTheTarget(t *testing.T) {
 	if a.Load() != 0 || b.Load() != 1 {
 		t.Errorf("stopped ran %d times, kept ran %d times; want 0 and 1", a.Load(), b.Load())
 	}
+	if n := leftTargets(&tr); n != 0 {
+		t.Errorf("%d targets left", n)
+	}
 }
 
-func TestAfterFuncCancelableReleasedByStopAndIncomparable(t *testing.T) {
+func TestAfterFuncReleasedByStop(t *testing.T) {
 	var tr Tracker
+	tr.Advance(rvOf(1))
 	var errs []error
-	tr.AfterFuncCancelable(rvOf(4), func(err error) { errs = append(errs, err) })
-	tr.SetIncomparable(ErrIncomparable)
-	tr.AfterFuncCancelable(rvOf(4), func(err error) { errs = append(errs, err) }) // at once
-	tr.Reset(rvOf(1))
-	stop := tr.AfterFuncCancelable(rvOf(4), func(err error) { errs = append(errs, err) })
+	stop := tr.AfterFunc(rvOf(4), func(err error) { errs = append(errs, err) })
 	tr.Stop()
 	if stop() {
 		t.Error("stop after the tracker stopped reported true")
 	}
-	if len(errs) != 3 || !errors.Is(errs[0], ErrIncomparable) || !errors.Is(errs[1], ErrIncomparable) || !errors.Is(errs[2], ErrStopped) {
-		t.Fatalf("errs = %v; want incomparable, incomparable, stopped", errs)
+	late := tr.AfterFunc(rvOf(5), func(err error) { errs = append(errs, err) }) // at once
+	if late() {
+		t.Error("stop of a callback that ran at once reported true")
 	}
-	if h, m := tr.targetCounts(); h != 0 || m != 0 {
-		t.Errorf("targets left: heap %d, map %d", h, m)
+	if len(errs) != 2 || !errors.Is(errs[0], ErrStopped) || !errors.Is(errs[1], ErrStopped) {
+		t.Fatalf("errs = %v; want stopped, stopped", errs)
+	}
+	if n := leftTargets(&tr); n != 0 {
+		t.Errorf("%d targets left", n)
 	}
 }
 
-func TestAfterFuncCancelableStopFromCallback(t *testing.T) {
+func TestAfterFuncStopFromCallback(t *testing.T) {
 	var tr Tracker
 	var stop func() bool
 	done := make(chan bool, 1)
-	stop = tr.AfterFuncCancelable(rvOf(2), func(error) { done <- stop() })
+	stop = tr.AfterFunc(rvOf(2), func(error) { done <- stop() })
 	tr.Advance(rvOf(2))
-	if <-done {
-		t.Error("stop from inside the released callback reported true")
+	select {
+	case stopped := <-done:
+		if stopped {
+			t.Error("stop from inside the released callback reported true")
+		}
+	default:
+		t.Fatal("the callback did not run during Advance")
 	}
 }
 
-// TestAfterFuncCancelableRace runs each callback exactly once or never,
-// with stop's answer saying which, while the tracker advances.
-func TestAfterFuncCancelableRace(t *testing.T) {
+// TestAfterFuncStopRace runs each callback exactly once or never, with
+// stop's answer saying which, while the tracker advances.
+func TestAfterFuncStopRace(t *testing.T) {
 	var tr Tracker
 	const n = 2000
 	var ran [n]atomic.Int32
@@ -142,7 +177,7 @@ func TestAfterFuncCancelableRace(t *testing.T) {
 		}
 	})
 	for i := range n {
-		stop := tr.AfterFuncCancelable(rvOf(uint64(i%50+n/2)), func(error) { ran[i].Add(1) })
+		stop := tr.AfterFunc(rvOf(uint64(i%50+n/2)), func(error) { ran[i].Add(1) })
 		if i%2 == 0 {
 			stopped[i] = stop()
 		}
@@ -158,34 +193,8 @@ func TestAfterFuncCancelableRace(t *testing.T) {
 			t.Fatalf("callback %d ran %d times, stop said stopped=%v", i, got, stopped[i])
 		}
 	}
-	if h, m := tr.targetCounts(); h != 0 || m != 0 {
-		t.Errorf("targets left: heap %d, map %d", h, m)
-	}
-}
-
-func TestHeldCallbacksRunWhenTheHoldEnds(t *testing.T) {
-	var tr Tracker
-	var got []string
-	tr.AfterFunc(rvOf(3), func(err error) { got = append(got, "pending") })
-	tr.HoldCallbacks()
-	tr.Advance(rvOf(3))
-	tr.AfterFunc(rvOf(2), func(err error) { got = append(got, "reached") }) // already reached: held too
-	if len(got) != 0 {
-		t.Fatalf("callbacks ran during the hold: %v", got)
-	}
-	tr.HoldCallbacks() // nested
-	tr.RunHeldCallbacks()
-	if len(got) != 0 {
-		t.Fatalf("callbacks ran before the last hold ended: %v", got)
-	}
-	tr.RunHeldCallbacks()
-	if len(got) != 2 || got[0] != "pending" || got[1] != "reached" {
-		t.Fatalf("got %v, want [pending reached]", got)
-	}
-	// Without a hold, callbacks run at once again.
-	tr.AfterFunc(rvOf(1), func(error) { got = append(got, "after") })
-	if len(got) != 3 {
-		t.Fatalf("got %v after the hold ended", got)
+	if n := leftTargets(&tr); n != 0 {
+		t.Errorf("%d targets left", n)
 	}
 }
 
@@ -204,8 +213,27 @@ func TestAfterFuncCallbackMayReenterTheTracker(t *testing.T) {
 	}
 }
 
-func TestPanickingCallbackDoesNotLoseTheOthers(t *testing.T) {
-	var tr Tracker
+// recordPanics makes utilruntime's panic handlers record what they are
+// handed (not log it) until the test ends.
+func recordPanics(t *testing.T) *[]any {
+	t.Helper()
+	old := utilruntime.PanicHandlers
+	var got []any
+	utilruntime.PanicHandlers = []func(context.Context, any){func(_ context.Context, r any) { got = append(got, r) }}
+	t.Cleanup(func() { utilruntime.PanicHandlers = old })
+	return &got
+}
+
+func setReallyCrash(t *testing.T, v bool) {
+	t.Helper()
+	old := utilruntime.ReallyCrash
+	utilruntime.ReallyCrash = v
+	t.Cleanup(func() { utilruntime.ReallyCrash = old })
+}
+
+// threePanicking registers three callbacks at 4 on tr, the first of which
+// panics, and returns the order they ran in.
+func threePanicking(tr *Tracker) *[]int {
 	var ran []int
 	for i := range 3 {
 		tr.AfterFunc(rvOf(4), func(error) {
@@ -215,6 +243,40 @@ func TestPanickingCallbackDoesNotLoseTheOthers(t *testing.T) {
 			}
 		})
 	}
+	return &ran
+}
+
+// With utilruntime.ReallyCrash off, a panicking callback is reported and
+// the callbacks after it still run.
+func TestPanickingCallbackDoesNotLoseTheOthers(t *testing.T) {
+	reported := recordPanics(t)
+	setReallyCrash(t, false)
+	var tr Tracker
+	ran := threePanicking(&tr)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Advance panicked with ReallyCrash off: %v", r)
+			}
+		}()
+		tr.Advance(rvOf(4))
+	}()
+	if !slices.Equal(*ran, []int{0, 1, 2}) {
+		t.Fatalf("ran %v, want all three callbacks", *ran)
+	}
+	if !slices.Equal(*reported, []any{"callback 0"}) {
+		t.Fatalf("reported %v, want the callback's panic once", *reported)
+	}
+	expectUsableAfterPanic(t, &tr)
+}
+
+// With utilruntime.ReallyCrash on (the default), the panic is reported,
+// then goes on up through Advance, leaving the tracker consistent.
+func TestPanickingCallbackPropagatesWithReallyCrash(t *testing.T) {
+	reported := recordPanics(t)
+	setReallyCrash(t, true)
+	var tr Tracker
+	ran := threePanicking(&tr)
 	func() {
 		defer func() {
 			if r := recover(); r != "callback 0" {
@@ -223,10 +285,30 @@ func TestPanickingCallbackDoesNotLoseTheOthers(t *testing.T) {
 		}()
 		tr.Advance(rvOf(4))
 	}()
-	if len(ran) != 3 {
-		t.Fatalf("ran %v, want all three callbacks", ran)
+	if !slices.Equal(*reported, []any{"callback 0"}) {
+		t.Fatalf("reported %v, want the panic reported before it propagated", *reported)
+	}
+	if !slices.Equal(*ran, []int{0}) {
+		t.Fatalf("ran %v, want only the panicking callback (the process is meant to crash)", *ran)
+	}
+	expectUsableAfterPanic(t, &tr)
+}
+
+func expectUsableAfterPanic(t *testing.T, tr *Tracker) {
+	t.Helper()
+	if cur := tr.Current().String(); cur != "4" {
+		t.Fatalf("Current = %q after the panicking advance, want 4", cur)
 	}
 	if err := tr.Wait(context.Background(), "4"); err != nil {
 		t.Fatalf("tracker unusable after a callback panicked: %v", err)
+	}
+	var after atomic.Bool
+	tr.AfterFunc(rvOf(5), func(error) { after.Store(true) })
+	tr.Advance(rvOf(5))
+	if !after.Load() {
+		t.Fatal("a callback registered after the panic did not run")
+	}
+	if n := leftTargets(tr); n != 0 || tr.Pending() != 0 {
+		t.Fatalf("%d targets, %d waiters left", n, tr.Pending())
 	}
 }

@@ -15,6 +15,36 @@ var ErrIncomparable = errors.New("resource version is not comparable")
 // its Tracker was stopped before reaching the target.
 var ErrStopped = errors.New("freshness tracker stopped")
 
+// ErrNotStarted is matched (with errors.Is) by the error of a wait on an
+// informer that was never started: nothing would ever reach its cache.
+var ErrNotStarted = errors.New("informer was never started")
+
+// ErrTooLargeResourceVersion is matched (with errors.Is) by a
+// *TooLargeResourceVersionError.
+var ErrTooLargeResourceVersion = errors.New("too large resource version")
+
+// TooLargeResourceVersionError reports a wait for a resource version that a
+// consistent read, sent after the wait began, showed the server has not
+// reached: a resource version from another cluster, a made-up one, or a
+// write that a restore of the server's etcd lost. Waiting longer would not
+// help. The apiserver calls this "Too large resource version".
+type TooLargeResourceVersionError struct {
+	// ResourceVersion is the one waited for.
+	ResourceVersion string
+	// ServerResourceVersion is what the consistent read returned.
+	ServerResourceVersion string
+}
+
+// Error names both resource versions.
+func (e *TooLargeResourceVersionError) Error() string {
+	return fmt.Sprintf("too large resource version %s: a consistent read shows the server at %s", e.ResourceVersion, e.ServerResourceVersion)
+}
+
+// Is reports whether target is ErrTooLargeResourceVersion.
+func (e *TooLargeResourceVersionError) Is(target error) bool {
+	return target == ErrTooLargeResourceVersion
+}
+
 // maxQuoted bounds how much of a malformed value an error message repeats:
 // a value served by a misbehaving server may be arbitrarily long.
 const maxQuoted = 64
@@ -40,10 +70,14 @@ func (e *IncomparableError) Error() string {
 // Is reports whether target is ErrIncomparable.
 func (e *IncomparableError) Is(target error) bool { return target == ErrIncomparable }
 
-// WaitError reports a Wait that returned before its target was reached: the
-// context ended or the tracker stopped. It unwraps to the cause, so
-// errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled)
-// and errors.Is(err, ErrStopped) hold as appropriate.
+// WaitError reports a wait that returned before its target was reached:
+// the context ended, the tracker or informer stopped (or was never
+// started), the server's resource versions cannot be ordered, or the
+// target is beyond the server. It unwraps to the cause, so errors.Is(err,
+// context.DeadlineExceeded), errors.Is(err, context.Canceled),
+// errors.Is(err, ErrStopped), errors.Is(err, ErrNotStarted),
+// errors.Is(err, ErrIncomparable) and errors.Is(err,
+// ErrTooLargeResourceVersion) hold as appropriate.
 type WaitError struct {
 	// Target is the resource version waited for.
 	Target string
@@ -52,7 +86,7 @@ type WaitError struct {
 	Current string
 	// Waited is how long the caller was blocked.
 	Waited time.Duration
-	// Err is the cause: the context's error or ErrStopped.
+	// Err is the cause.
 	Err error
 }
 

@@ -62,17 +62,21 @@ func ExampleWaitError() {
 
 // A callback at a resource version that can be called off: a caller that
 // gives up leaves nothing registered on the tracker.
-func ExampleTracker_AfterFuncCancelable() {
+func ExampleTracker_AfterFunc() {
 	var tracker freshness.Tracker
 	at := func(s string) freshness.RV { rv, _ := freshness.ParseRV(s); return rv }
 
-	tracker.AfterFuncCancelable(at("20"), func(err error) { fmt.Println("reached 20:", err) })
-	stop := tracker.AfterFuncCancelable(at("30"), func(error) { fmt.Println("never printed") })
+	tracker.AfterFunc(at("20"), func(err error) { fmt.Println("reached 20:", err) })
+	stop := tracker.AfterFunc(at("30"), func(error) { fmt.Println("never printed") })
 
 	tracker.Advance(at("25")) // runs the first callback, on this goroutine
 	fmt.Println("called off:", stop())
 	tracker.Advance(at("30"))
+
+	tracker.Stop()
+	tracker.AfterFunc(at("40"), func(err error) { fmt.Println("after Stop:", errors.Is(err, freshness.ErrStopped)) })
 	// Output:
 	// reached 20: <nil>
 	// called off: true
+	// after Stop: true
 }

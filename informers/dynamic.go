@@ -89,7 +89,9 @@ func (f *DynamicSharedInformerFactory[I]) Start(stopCh <-chan struct{}) {
 }
 
 // StartWithContext is Start with a context: the informers stop when it ends.
-func (f *DynamicSharedInformerFactory[I]) StartWithContext(ctx context.Context) { f.set.start(ctx) }
+func (f *DynamicSharedInformerFactory[I]) StartWithContext(ctx context.Context) {
+	f.set.start(ctx, f.config.Starting)
+}
 
 // Shutdown waits for every started informer to stop.
 func (f *DynamicSharedInformerFactory[I]) Shutdown() { f.set.shutdown() }

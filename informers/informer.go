@@ -65,6 +65,9 @@ type Config[I Informer] struct {
 	// HasStarted reports whether an informer was ever run, for Sync with
 	// no resources; nil means "the factory started it".
 	HasStarted func(I) bool
+	// Starting, if set, is told of each informer Start is about to run,
+	// before Start returns.
+	Starting func(I)
 }
 
 // resync returns the resync period of key's informers.

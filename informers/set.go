@@ -41,8 +41,9 @@ func (s *informerSet[K, I]) getOrMake(key K, build func() toolscache.SharedIndex
 }
 
 // start runs every informer not running yet until ctx ends, unless the set
-// is shutting down.
-func (s *informerSet[K, I]) start(ctx context.Context) {
+// is shutting down. starting (if set) is told of each I first, before Start
+// returns: a wait right after Start finds it started.
+func (s *informerSet[K, I]) start(ctx context.Context, starting func(I)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shuttingDown {
@@ -51,6 +52,9 @@ func (s *informerSet[K, I]) start(ctx context.Context) {
 	for _, key := range s.order {
 		if !s.started[key] {
 			inf := s.informers[key]
+			if i, ok := inf.(I); ok && starting != nil {
+				starting(i)
+			}
 			s.wg.Go(func() { inf.RunWithContext(ctx) })
 			s.started[key] = true
 		}

@@ -231,7 +231,7 @@ func (f *SharedInformerFactory[I]) Start(stopCh <-chan struct{}) {
 
 // StartWithContext is Start with a context: the informers stop when it ends.
 func (f *SharedInformerFactory[I]) StartWithContext(ctx context.Context) {
-	f.set.start(ctx)
+	f.set.start(ctx, f.config.Starting)
 	if f.newerGroups != nil {
 		f.newerGroups.StartWithContext(ctx)
 	}

@@ -162,12 +162,15 @@ func TestSeriesBudget(t *testing.T) {
 					infs = append(infs, inf)
 				}
 			}
+			synced := make([]toolscache.InformerSynced, len(infs))
+			for i, inf := range infs {
+				synced[i] = inf.HasSynced
+			}
+			if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+				t.Fatal("the informers did not sync")
+			}
 			for _, inf := range infs {
-				// Blocks until the list is applied (WaitForCacheSync would
-				// poll every 100ms); the write is then visible at once.
-				if err := inf.WaitForFreshness(ctx, "10"); err != nil {
-					t.Fatal(err)
-				}
+				// The list is applied: the write is visible at once.
 				if err := inf.RecordWrite("10"); err != nil {
 					t.Fatal(err)
 				}

@@ -93,7 +93,9 @@ func TestInformerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newStream("10")
-	inf := cache.NewSharedIndexInformer(s, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithName("demo"))
+	// No quiet probe: the script's consistent reads (at 10) would show a
+	// server behind what its stream delivered (15): a restore.
+	inf := cache.NewSharedIndexInformer(s, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithName("demo"), cache.WithQuietProbeDelay(-1))
 	run(t, inf, s)
 	lv := []string{"configmaps", "", "", "", "demo"}
 	ctx := context.Background()

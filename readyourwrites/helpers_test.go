@@ -131,6 +131,10 @@ func mustStop(t *testing.T, inf *cache.FreshInformer) func() {
 func startScripted(t *testing.T, first listResponse, opts ...cache.Option) (*cache.FreshInformer, *scriptedLW, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
 	lw := newScriptedLW(t, first)
+	// No quiet probes unless asked for: a script's consistent reads answer
+	// the script, not what its stream delivered, and one below that would
+	// show a restore (or a written resource version beyond the server).
+	opts = append([]cache.Option{cache.WithQuietProbeDelay(-1)}, opts...)
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, opts...)
 	runInformer(t, inf)
 	w := lw.nextWatcher()

@@ -1,3 +1,10 @@
+// Package guard is the layer between client-go's Reflector and the
+// informer's queue that keeps the stream from going back in time (package
+// reflector describes it for users). It keeps the stream's own facts (what
+// it delivered, which lists it refused, which watch is open) and asks its
+// Owner, the informer's trust state, for the rest: the floor proofs
+// raised, whether a declared restore waits for its relist, and what a
+// request is stamped with.
 package guard
 
 import (
@@ -8,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,110 +24,103 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
+// Stamp is when a request was sent, as the Owner counts: the regressions
+// found and the failures seen by then. The Guard carries it from a list's
+// request to its admission (ListAdmission.Stamp).
+type Stamp struct{ Epoch, Failures uint64 }
+
+// Owner is the informer a Guard reports to. Its methods are called with no
+// Guard lock held, except Floor and Stamp, which must not call the Guard.
+type Owner interface {
+	// Floor returns the newest position the informer proved off the
+	// stream (the Guard's floor is at least it), and whether a declared
+	// restore waits for its relist: then there is no floor, and the next
+	// list is a consistent read accepted whatever its resource version.
+	Floor() (proven freshness.RV, restoring bool)
+	// Stamp returns the stamp of a request sent now.
+	Stamp() Stamp
+	// Regressed declares a regression the Guard found admitting a list
+	// (RegressionConsistentList, RegressionStaleList).
+	Regressed(reflector.Regression)
+	// Broken is told that a request failed, or a stream ended well before
+	// its timeout: the server may be restarting, and may come back from a
+	// restored etcd. It must not block.
+	Broken()
+	// Resuming is told that the Reflector resumes its watch after Broken,
+	// with no list requested since; it reports whether the Guard relists
+	// first (on the watch path, without the Reflector's backoff) or may
+	// resume the stream (the Owner checked the server).
+	Resuming(ctx context.Context) (relist bool)
+}
+
 // Options configure a Guard.
 type Options struct {
+	// Owner is the informer the Guard reports to (nil: one that proves
+	// nothing and is told nothing).
+	Owner Owner
 	// InitialFloor, if set, is a resource version the first list must
 	// reach (fresh on start): for example one persisted by a predecessor.
-	// An older first list is refused, retried with NotOlderThan, and after
-	// AcceptRegressionAfter accepted as a declared regression, like any
-	// relist. It must be a comparable resource version.
 	InitialFloor freshness.RV
 	// ConsistentInitialList makes the first list a consistent read
-	// (resourceVersion "") instead of client-go's "0" (any state the
-	// watch cache holds, possibly older than what a predecessor saw).
+	// (resourceVersion "") instead of client-go's "0".
 	ConsistentInitialList bool
 	// AcceptRegressionAfter bounds how long older lists are refused before
 	// one is accepted as a declared regression. Zero means
-	// DefaultAcceptRegressionAfter; a negative value accepts the second
-	// older list at once.
+	// reflector.DefaultAcceptRegressionAfter; a negative value accepts the
+	// second older list at once.
 	AcceptRegressionAfter time.Duration
-	// OnRegression, if set, is called for every declared regression,
-	// synchronously on the goroutine that detected it (the Reflector's, the
-	// informer's processing goroutine, or a probe's): it must be quick and
-	// must not block.
-	OnRegression func(reflector.Regression)
-	// OnWatchResumed, if set, is called when a watch starts after a
-	// request failed (the server was unreachable or restarting, and may
-	// have come back from a restored etcd, whose history a resumed watch
-	// cannot show), on the Reflector's goroutine before it reads the
-	// stream, with the request's context. FreshInformer answers it with
-	// one consistent read and waits for it (bounded): a restore it
-	// declares is relisted at once, on the watch path.
-	OnWatchResumed func(context.Context)
-	// OnRequestFailed, if set, is called each time a list or watch
-	// request fails (other than with 410 Gone, which only asks for a
-	// relist), and when the Reflector resumes a watch the server ended
-	// well before its timeout (an apiserver restart ends its watches; the
-	// Reflector's next request may find it back already): the server may
-	// be down or restarting, and the one the informer reaches next may
-	// have lost history it applied. Called on the Reflector's goroutine;
-	// it must not block.
-	OnRequestFailed func()
-	// Clock times the regression bound (AcceptRegressionAfter); it
-	// defaults to the real clock.
+	// Clock times the regression bound; the real clock if nil.
 	Clock clock.PassiveClock
-	// StreamClock times watch streams against the timeouts their requests
-	// gave the server. It defaults to the real clock whatever Clock is: a
-	// fake Clock a test steps for the bound must not make every stream
-	// look as if it ended early.
+	// StreamClock times watch streams against their requests' timeouts.
+	// The real clock if nil, whatever Clock is: a fake Clock a test steps
+	// for the bound must not make every stream look ended early.
 	StreamClock clock.PassiveClock
-	// Logger defaults to klog.Background().
-	Logger *klog.Logger
 }
 
-// Guard keeps one informer's list/watch stream from going back in time. Use
-// ListerWatcher to wrap the informer's ListerWatcher and NewQueue for its
-// queue; both share the Guard's floor and counters.
-//
-// A Guard is safe for concurrent use. Its ListerWatcher and Queue are meant
-// for one Reflector.
+// Guard keeps one informer's list/watch stream from going back in time.
+// Wrap the informer's ListerWatcher with ListerWatcher and make its queue
+// with NewQueue; both share the Guard's floor and counters. A Guard is safe
+// for concurrent use; its ListerWatcher and Queue are meant for one
+// Reflector.
 type Guard struct {
 	opts   Options
 	logger atomic.Pointer[klog.Logger]
 
-	// mu guards the fields below. It is a leaf: OnRegression,
-	// OnWatchResumed and OnRequestFailed are called with it released.
+	// mu guards the fields below. Owner.Floor and Owner.Stamp are called
+	// under it (they take the Owner's lock after it); nothing else is.
 	mu             sync.Mutex
-	delivered      freshness.RV // highest plausible RV delivered to the queue
+	delivered      freshness.RV // highest plausible RV the queue delivered
 	plain          bool         // the last list's RV was not comparable
-	refused        int          // consecutive refusals
-	streakStart    time.Time    // first refusal of the current streak
+	admittedAny    bool
+	refused        int       // consecutive refusals
+	streakStart    time.Time // first refusal of the current streak
 	lastRefusal    *reflector.StaleListError
-	pendingWatch   *openWatch
-	fallback       bool // a watch-list was refused: the next list is client-go's fallback
-	listConsistent bool // the last list request was a consistent read
-	admittedAny    bool // a list was admitted
-	restoring      bool // a restore was declared: accept the next list whatever its RV
-	forceRelist    bool // a relist is due: the next plain watch relists first
+	pendingWatch   *openWatch // a watch-list whose initial events are not queued yet
+	fallback       bool       // a watch-list was refused: the next list is client-go's fallback
+	listConsistent bool       // the last list request was a consistent read
+	listStamp      Stamp      // the last list request's stamp
+	forceRelist    bool       // a relist is due: the next plain watch relists first
+	// broken: Owner.Broken was called since the last list request or
+	// watch start; failed: for a failed request other than 410 Gone (the
+	// server may be down, or back from a restored etcd).
+	broken, failed bool
 	relisting      bool // the relist that was due has begun; its list is not yet queued
-	watchFailed    bool // a request failed since the last watch started (see Options.OnWatchResumed)
-	// askedWhileRestoring: the last list (or watch-list) was asked for
-	// while a declared restore waited for its relist, so it is that relist.
-	askedWhileRestoring bool
-	// resumeAt is the resource version of a relist on the watch path
-	// (relist), until the stream delivers something after it or the
-	// Reflector lists: the Reflector never saw that list, so its own
-	// resource version is the old stream's, which after a declared
-	// restore lies past writes of the restored server.
+	// resumeAt is the resource version of a relist on the watch path,
+	// until the stream delivers something after it: the Reflector never
+	// saw that list, so its own resource version is the old stream's.
 	resumeAt     string
-	currentWatch *openWatch // the stream the Reflector reads, nil once it stopped it
-	// lastWatch is the last stream handed to the Reflector, until a list
-	// starts or the Guard stops it: a plain watch that follows it resumes
-	// it, and if it ended early the server may have restarted.
-	lastWatch *openWatch
-	// queued holds what was decided about each list queued and not yet
-	// taken by the informer (TakeList), in queue order; listsQueued counts
-	// the lists queued since the start.
-	queued      []ListAdmission
-	listsQueued uint64
-	queue       *Queue // NewQueue's: where a relist on the watch path goes
+	currentWatch *openWatch      // the stream the Reflector reads, nil once stopped
+	queued       []ListAdmission // lists queued, not yet taken (TakeList), in order
+	queue        *Queue          // NewQueue's: where a relist on the watch path goes
 
-	lists, watches, staleRefused, regressions, floorRaised atomic.Uint64
-	malformed, implausible, watchesStopped                 atomic.Uint64
+	lists, watches, staleRefused, floorRaised atomic.Uint64
+	malformed, implausible, watchesStopped    atomic.Uint64
 }
 
 // New returns a Guard.
@@ -135,28 +134,34 @@ func New(opts Options) *Guard {
 	if opts.StreamClock == nil {
 		opts.StreamClock = clock.RealClock{}
 	}
+	if opts.Owner == nil {
+		opts.Owner = nopOwner{}
+	}
 	g := &Guard{opts: opts, delivered: opts.InitialFloor}
 	logger := klog.Background()
-	if opts.Logger != nil {
-		logger = *opts.Logger
-	}
 	g.logger.Store(&logger)
 	return g
 }
 
-// SetLogger sets the logger the Guard reports through (the informer's, with
-// its name and resource), for example once the informer starts.
+type nopOwner struct{}
+
+func (nopOwner) Floor() (freshness.RV, bool)    { return freshness.RV{}, false }
+func (nopOwner) Stamp() Stamp                   { return Stamp{} }
+func (nopOwner) Regressed(reflector.Regression) {}
+func (nopOwner) Broken()                        {}
+func (nopOwner) Resuming(context.Context) bool  { return false }
+
+// SetLogger sets the logger the Guard reports through.
 func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }
 
 func (g *Guard) log() klog.Logger { return *g.logger.Load() }
 
-// Stats returns the Guard's counters.
+// Stats returns the Guard's counters (Regressions is the Owner's to count).
 func (g *Guard) Stats() reflector.Stats {
 	return reflector.Stats{
 		Lists:              g.lists.Load(),
 		Watches:            g.watches.Load(),
 		StaleListsRefused:  g.staleRefused.Load(),
-		Regressions:        g.regressions.Load(),
 		FloorRaised:        g.floorRaised.Load(),
 		MalformedSkipped:   g.malformed.Load(),
 		ImplausibleSkipped: g.implausible.Load(),
@@ -164,67 +169,35 @@ func (g *Guard) Stats() reflector.Stats {
 	}
 }
 
-// Floor returns the Guard's floor: the highest resource version its Queue
-// delivered, or that the informer proved its stream holds nothing below
-// (Advance). It is the zero RV while the stream is not comparable or a
-// declared restore waits for its relist.
+// Floor returns where requests must start and lists must reach: the
+// highest resource version the queue delivered or the Owner proved; zero
+// while the stream is not comparable or a restore waits for its relist.
 func (g *Guard) Floor() freshness.RV {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.floorLocked()
+	floor, _ := g.floorLocked()
+	return floor
 }
 
-func (g *Guard) floorLocked() freshness.RV {
-	if g.plain || g.restoring {
-		return freshness.RV{}
+func (g *Guard) floorLocked() (floor freshness.RV, restoring bool) {
+	proven, restoring := g.opts.Owner.Floor()
+	if g.plain || restoring {
+		return freshness.RV{}, restoring
 	}
-	return g.delivered
-}
-
-// Advance raises the floor to rv: the informer proved that its stream holds
-// no event up to rv (a quiet-resource probe's bookmark), so no request may
-// start below it. regressions is Stats().Regressions when the proof began:
-// a regression declared since voids the proof, and so does a plain stream
-// or a restore waiting for its relist.
-func (g *Guard) Advance(rv freshness.RV, regressions uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.plain || g.restoring || g.regressions.Load() != regressions {
-		return
+	if proven.Compare(g.delivered) > 0 {
+		return proven, false
 	}
-	if rv.Compare(g.delivered) > 0 {
-		g.delivered = rv
-	}
-}
-
-// DeclareRegression declares r: it logs at error level, counts it in
-// Stats.Regressions and calls Options.OnRegression. It is the one path by
-// which a regression is made known; FreshInformer calls it for the
-// regressions it detects itself.
-func (g *Guard) DeclareRegression(r reflector.Regression) {
-	g.regressions.Add(1)
-	kv := []any{"reason", r.Reason, "listResourceVersion", r.ListResourceVersion, "floor", r.Floor}
-	if r.Refused > 0 {
-		kv = append(kv, "refused", r.Refused, "since", r.Since)
-	}
-	if r.Keys > 0 || r.WritesLost > 0 {
-		kv = append(kv, "keys", r.Keys, "writesLost", r.WritesLost, "sampleKeys", r.SampleKeys)
-	}
-	g.log().Error(nil, "Declared regression: the cache follows the server back in time (etcd restored from a backup?)", kv...)
-	if g.opts.OnRegression != nil {
-		g.opts.OnRegression(r)
-	}
+	return g.delivered, false
 }
 
 // ListAdmission is what the Guard decided about a list it queued.
 type ListAdmission struct {
-	// Declared says the list was admitted under a regression already
-	// declared: whoever applies it does not declare it again.
-	Declared bool
-	// Relist says the list is the relist a declared restore asked for
-	// (BeginRestore). Whatever was queued before it is of the history the
-	// server lost.
-	Relist bool
+	// Stamp is the list request's.
+	Stamp Stamp
+	// Regressed says the list is older than the floor and the Guard
+	// declared that (Owner.Regressed): the informer follows it back
+	// without declaring it again.
+	Regressed bool
 }
 
 // TakeList returns what the Guard decided about the next list in the
@@ -241,95 +214,18 @@ func (g *Guard) TakeList() ListAdmission {
 	return a
 }
 
-// ListsQueued counts the lists queued since the start; a list the queue
-// did not take (the informer's transform failed on it) is not counted.
-// The informer's n-th list taken from the queue is the n-th counted.
-func (g *Guard) ListsQueued() uint64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.listsQueued
-}
-
-// BeginRestore declares r (see DeclareRegression) and has the stream start
-// over (RelistForRestore).
-func (g *Guard) BeginRestore(r reflector.Regression) {
-	g.DeclareRegression(r)
-	g.RelistForRestore()
-}
-
-// RelistForRestore has the stream start over after a declared restore: the
-// floor is dropped until the next list asked for from now on (a consistent
-// read, accepted whatever its resource version: the relist), and the
-// current watch is stopped so that the Reflector relists at once. The
-// informer calls it again when the relist could not be applied.
-func (g *Guard) RelistForRestore() {
-	g.mu.Lock()
-	g.restoring, g.askedWhileRestoring = true, false
-	g.delivered = freshness.RV{}
-	g.mu.Unlock()
-	g.RequestRelist()
-}
-
 // RequestRelist has the Reflector relist soon: the current watch is
-// stopped, and the Reflector's next plain watch fails with 410 Gone unless
-// a list or watch-list comes first (that is the relist).
+// stopped, and the Reflector's next plain watch relists first unless a
+// list or watch-list comes before it.
 func (g *Guard) RequestRelist() {
 	g.mu.Lock()
 	g.forceRelist = true
 	w := g.currentWatch
-	g.currentWatch, g.lastWatch = nil, nil
+	g.currentWatch = nil
 	g.mu.Unlock()
 	if w != nil {
-		w.Stop()
+		w.stopByGuard()
 	}
-}
-
-// WatchFailing reports whether the last watch request failed and none has
-// started since: the server may be down or restarting.
-func (g *Guard) WatchFailing() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.watchFailed
-}
-
-// WatchOpen reports whether the Reflector has a watch stream open: one
-// started and not yet stopped (the Reflector stops every stream it is done
-// with, whether the server ended it or not). Between streams (a backoff, a
-// relist) nothing tells the informer that the server it will reach next is
-// the one it watched.
-func (g *Guard) WatchOpen() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.currentWatch != nil
-}
-
-// openWatch is a watch stream handed to the Reflector; its Stop tells the
-// Guard the stream is over. Events pass through untouched.
-type openWatch struct {
-	watch.Interface
-	g        *Guard
-	deadline time.Time // when the server ends it (the request's timeout); zero: unknown
-}
-
-// watchEndSlack is how long before its timeout a watch may end and still
-// count as ended by the timeout.
-const watchEndSlack = 5 * time.Second
-
-// endedEarlyLocked reports whether the last stream the Reflector resumes
-// now ended well before its timeout, and forgets it. g.mu is held.
-func (g *Guard) endedEarlyLocked() bool {
-	w := g.lastWatch
-	g.lastWatch = nil
-	return w != nil && !w.deadline.IsZero() && g.opts.StreamClock.Now().Add(watchEndSlack).Before(w.deadline)
-}
-
-func (w *openWatch) Stop() {
-	w.g.mu.Lock()
-	if w.g.currentWatch == w {
-		w.g.currentWatch = nil
-	}
-	w.g.mu.Unlock()
-	w.Interface.Stop()
 }
 
 // RelistPending reports whether a relist was requested and its list is
@@ -341,27 +237,21 @@ func (g *Guard) RelistPending() bool {
 }
 
 // admitList decides whether a list at rv may replace the cache: it returns
-// the undo of its admission (see admitLocked) to accept, a
-// *StaleListError to refuse. consistent says the list was a consistent
-// read; fallback that it is client-go's plain list right after a refused
-// watch-list, the same attempt.
+// the undo of its admission (should the queue not take the list) to
+// accept, a *StaleListError to refuse. consistent says the list was a
+// consistent read; fallback that it is client-go's plain list right after
+// a refused watch-list, the same attempt.
 func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), err error) {
 	listRV, parseErr := freshness.ParseRV(rv)
 	g.mu.Lock()
-	if g.restoring && !g.askedWhileRestoring {
-		// Asked for before the restore was declared: of the lost history.
-		// The informer drops it; the relist is still to come (the next
-		// watch relists first).
-		undo = g.queueLocked(ListAdmission{}, nil)
-		g.mu.Unlock()
-		return undo, nil
-	}
+	floor, restoring := g.floorLocked()
+	a := ListAdmission{Stamp: g.listStamp}
 	if parseErr != nil {
-		// Not comparable: nothing to guard, the informer works as a plain
+		// Not comparable: nothing to guard; the informer works as a plain
 		// one until a list is comparable again.
 		wasPlain := g.plain
-		undo = g.admitLocked(g.delivered, ListAdmission{Relist: g.restoring}) // the floor waits for a comparable list
 		g.plain = true
+		undo = g.admitLocked(g.delivered, a)
 		g.mu.Unlock()
 		if !wasPlain {
 			g.log().Error(parseErr, "List resource version cannot be ordered; guarding nothing until a list's can")
@@ -369,9 +259,8 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 		return undo, nil
 	}
 	g.plain = false
-	floor := g.floorLocked()
-	if g.restoring || floor.IsZero() || listRV.AtLeast(floor) {
-		undo = g.admitLocked(listRV, ListAdmission{Declared: g.restoring, Relist: g.restoring})
+	if restoring || floor.IsZero() || listRV.AtLeast(floor) {
+		undo = g.admitLocked(listRV, a)
 		g.mu.Unlock()
 		return undo, nil
 	}
@@ -393,9 +282,10 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 		if g.refused == 0 {
 			r.Since = 0
 		}
-		undo = g.admitLocked(listRV, ListAdmission{Declared: true})
+		a.Regressed = true
+		undo = g.admitLocked(listRV, a)
 		g.mu.Unlock()
-		g.DeclareRegression(r)
+		g.opts.Owner.Regressed(r)
 		return undo, nil
 	}
 	if !fallback {
@@ -409,42 +299,24 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 	return nil, refusal
 }
 
-// admitLocked records an admitted list at rv, to be queued next: the floor
-// is rv, and a declared restore has its relist. The undo it returns
-// forgets the list if the queue does not take it (the informer's transform
-// failed): the Reflector lists again, and a restore still waits for its
-// relist. g.mu is held; undo takes it.
+// admitLocked records a list admitted at rv, to be queued next, and
+// returns the undo that forgets it should the queue not take it (the
+// informer's transform failed): the Reflector lists again. g.mu is held;
+// undo takes it.
 func (g *Guard) admitLocked(rv freshness.RV, a ListAdmission) (undo func()) {
 	prev := g.delivered
 	g.resumeAt = ""
 	g.refused = 0
-	g.restoring = false
 	g.admittedAny = true
 	g.delivered = rv
 	g.lists.Add(1)
-	return g.queueLocked(a, func() {
-		switch {
-		case a.Relist:
-			g.restoring, g.delivered = true, freshness.RV{}
-		case g.delivered.Compare(rv) == 0:
-			g.delivered = prev
-		}
-	})
-}
-
-// queueLocked records a, for the list to be queued next, and returns the
-// undo that forgets it and calls revert (if set) should the queue not take
-// the list. g.mu is held; undo takes it.
-func (g *Guard) queueLocked(a ListAdmission, revert func()) (undo func()) {
 	g.queued = append(g.queued, a)
-	g.listsQueued++
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.queued = g.queued[:len(g.queued)-1] // the Reflector queues one list at a time: this one is last
-		g.listsQueued--
-		if revert != nil {
-			revert()
+		if g.delivered.Compare(rv) == 0 {
+			g.delivered = prev
 		}
 	}
 }
@@ -528,6 +400,67 @@ func (g *Guard) raise(rv string, floor freshness.RV) string {
 	return rv
 }
 
+// startRV rewrites the resource version of a list (or watch-list) request:
+// "" (a consistent read) while a declared restore waits for its relist,
+// after a request failed or to resume a broken stream (a server back from
+// a restored etcd may be behind the floor: a consistent list tells at
+// once, where one raised to the floor would wait for writes that may
+// never come), or for a consistent initial list; otherwise raised to the
+// floor. It records the
+// request's stamp and whether it is a consistent read.
+func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pendingWatch = nil
+	g.relisting = g.relisting || g.forceRelist
+	g.forceRelist = false // this is the relist
+	failed := g.failed
+	g.broken, g.failed = false, false
+	g.listStamp = g.opts.Owner.Stamp()
+	floor, restoring := g.floorLocked()
+	if restoring || (failed && g.admittedAny) || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
+		options.ResourceVersion = ""
+		if !watchList { // a watch-list keeps NotOlderThan: with "" it is a consistent read too
+			options.ResourceVersionMatch = ""
+		}
+		g.listConsistent = true
+		return
+	}
+	if options.ResourceVersion != "" {
+		options.ResourceVersion = g.raise(options.ResourceVersion, floor)
+		if options.ResourceVersion != "0" && options.ResourceVersionMatch == "" {
+			options.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+		}
+	}
+	g.listConsistent = options.ResourceVersion == ""
+}
+
+// WatchError is told of an error client-go's Reflector reports (to its
+// watch error handler): one the server ended a stream with (a 503 from an
+// apiserver shutting down, say) makes the next list a consistent read, as
+// a failed request does.
+func (g *Guard) WatchError(err error) {
+	if err == nil || errors.Is(err, reflector.ErrStaleList) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return
+	}
+	g.mu.Lock()
+	g.failed = true
+	g.mu.Unlock()
+}
+
+// requestFailed tells the Owner a request failed with err, or a stream
+// ended early (err nil), unless the informer is stopping.
+func (g *Guard) requestFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	g.mu.Lock()
+	g.broken = true
+	g.failed = g.failed || (err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err))
+	g.mu.Unlock()
+	g.opts.Owner.Broken()
+}
+
 // ListerWatcher wraps lw so that list and watch requests never start below
 // the floor and lists ask for NotOlderThan semantics.
 func (g *Guard) ListerWatcher(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
@@ -550,34 +483,6 @@ func (lw *guardedListerWatcher) Watch(options metav1.ListOptions) (watch.Interfa
 	return lw.WatchWithContext(context.Background(), options)
 }
 
-// startRV rewrites the resource version of a list (or watch-list) request:
-// "" while a declared restore waits for its relist or for a consistent
-// initial list; otherwise raised to the floor. It records whether the
-// request is a consistent read.
-func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.pendingWatch, g.lastWatch = nil, nil
-	g.askedWhileRestoring = g.restoring
-	g.relisting = g.relisting || g.forceRelist
-	g.forceRelist = false // this is the relist
-	if g.restoring || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
-		options.ResourceVersion = ""
-		if !watchList { // a watch-list keeps NotOlderThan: with "" it is a consistent read too
-			options.ResourceVersionMatch = ""
-		}
-		g.listConsistent = true
-		return
-	}
-	if options.ResourceVersion != "" {
-		options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
-		if options.ResourceVersion != "0" && options.ResourceVersionMatch == "" {
-			options.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
-		}
-	}
-	g.listConsistent = options.ResourceVersion == ""
-}
-
 func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	// Only the first page names a resource version; later pages continue it.
 	if options.Continue == "" {
@@ -591,33 +496,12 @@ func (lw *guardedListerWatcher) ListWithContext(ctx context.Context, options met
 }
 
 // listFailed notes a list request's failure: a relist that was due is
-// over (the Reflector lists again after its backoff, or a probe asks
-// again), and the server may be unreachable.
+// over (the Reflector lists again after its backoff).
 func (g *Guard) listFailed(ctx context.Context, err error) {
 	g.mu.Lock()
 	g.relisting = false
 	g.mu.Unlock()
 	g.requestFailed(ctx, err)
-}
-
-// requestFailed notes a list or watch request's failure (see
-// Options.OnRequestFailed).
-func (g *Guard) requestFailed(ctx context.Context, err error) {
-	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) { // stopping; or a relist anyway
-		return
-	}
-	g.serverMayHaveRestarted()
-}
-
-// serverMayHaveRestarted notes that the server may be down or restarting
-// (see Options.OnRequestFailed).
-func (g *Guard) serverMayHaveRestarted() {
-	g.mu.Lock()
-	g.watchFailed = true
-	g.mu.Unlock()
-	if g.opts.OnRequestFailed != nil {
-		g.opts.OnRequestFailed()
-	}
 }
 
 func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
@@ -628,22 +512,24 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		g.startRV(&options, true)
 	} else {
 		g.mu.Lock()
-		force := g.forceRelist // relist's startRV makes it "relisting"
-		endedEarly := g.endedEarlyLocked()
+		broken := g.broken
+		g.mu.Unlock()
+		relist := broken && g.opts.Owner.Resuming(ctx)
+		g.mu.Lock()
+		// The stream broke (a server shutting down ends its streams): a
+		// consistent read tells at once whether the one reached now lost
+		// history, where one raised to the floor would wait for it.
+		g.failed = g.failed || relist
+		relist = relist || g.forceRelist
 		if g.resumeAt != "" {
 			options.ResourceVersion = g.resumeAt
 		}
-		if !force {
-			options.ResourceVersion = g.raise(options.ResourceVersion, g.floorLocked())
-		}
+		floor, _ := g.floorLocked()
+		options.ResourceVersion = g.raise(options.ResourceVersion, floor)
 		g.mu.Unlock()
-		if endedEarly && !force {
-			g.serverMayHaveRestarted()
-		}
-		if force {
-			// The Reflector would resume from where the old history was:
-			// relist first, here, without the backoff client-go's Reflector
-			// waits out before a relist of its own.
+		if relist {
+			// The Reflector would resume the old stream: relist first,
+			// here, without the backoff of client-go's own relist.
 			if err := lw.relist(ctx, &options); err != nil {
 				return nil, err
 			}
@@ -655,19 +541,9 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		return nil, err
 	}
 	g.mu.Lock()
-	resumed := g.watchFailed && !watchList // a watch-list's list is checked as any list
-	g.watchFailed = false
-	g.mu.Unlock()
-	if resumed && g.opts.OnWatchResumed != nil {
-		// Before the Reflector reads the stream: a restore the check
-		// declares is relisted below, not after a backoff.
-		g.opts.OnWatchResumed(ctx)
-	}
-	g.mu.Lock()
 	for g.forceRelist && !watchList {
-		// A relist was asked for while the request was on its way (a slow
-		// connect, a relist above, or the check above declared a
-		// restore): this watch would resume the old history.
+		// A relist was asked for while the request was on its way: this
+		// watch would resume the old stream.
 		g.mu.Unlock()
 		w.Stop()
 		if err := lw.relist(ctx, &options); err != nil {
@@ -679,16 +555,50 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		}
 		g.mu.Lock()
 	}
-	ow := &openWatch{Interface: w, g: g}
+	ow := &openWatch{Interface: w, g: g, ctx: ctx}
 	if options.TimeoutSeconds != nil {
 		ow.deadline = g.opts.StreamClock.Now().Add(time.Duration(*options.TimeoutSeconds) * time.Second)
 	}
-	g.currentWatch, g.lastWatch = ow, ow
+	g.currentWatch = ow
+	g.broken, g.failed = false, false
 	if watchList {
 		g.pendingWatch = ow
 	}
 	g.mu.Unlock()
 	return ow, nil
+}
+
+// openWatch is a watch stream handed to the Reflector. Its Stop tells the
+// Guard the stream is over, and the Owner if it ended well before its
+// timeout: an apiserver that shuts down ends its streams.
+type openWatch struct {
+	watch.Interface
+	g        *Guard
+	ctx      context.Context // the request's: done once the informer stops
+	deadline time.Time       // when the server ends it (the request's timeout); zero: unknown
+	byGuard  atomic.Bool     // stopped by the Guard (a relist), not by its end
+}
+
+// watchEndSlack is how long before its timeout a watch may end and still
+// count as ended by the timeout.
+const watchEndSlack = 5 * time.Second
+
+func (w *openWatch) Stop() {
+	w.g.mu.Lock()
+	if w.g.currentWatch == w {
+		w.g.currentWatch = nil
+	}
+	w.g.mu.Unlock()
+	w.Interface.Stop()
+	early := w.deadline.IsZero() || w.g.opts.StreamClock.Now().Add(watchEndSlack).Before(w.deadline)
+	if early && !w.byGuard.Load() {
+		w.g.requestFailed(w.ctx, nil)
+	}
+}
+
+func (w *openWatch) stopByGuard() {
+	w.byGuard.Store(true)
+	w.Stop()
 }
 
 // relist lists through the inner ListerWatcher, as the Reflector would
@@ -702,7 +612,7 @@ func (lw *guardedListerWatcher) relist(ctx context.Context, options *metav1.List
 	rv, err := lw.listIntoQueue(ctx, options.ResourceVersion)
 	if err != nil {
 		lw.guard.log().V(2).Info("Relisting on the watch path failed; the Reflector relists", "err", err)
-		return errRelist()
+		return apierrors.NewResourceExpired("freshinformer: relisting (after a broken stream, a declared regression, or for a freshness probe)")
 	}
 	options.ResourceVersion = rv
 	lw.guard.mu.Lock()
@@ -746,11 +656,6 @@ func (lw *guardedListerWatcher) listIntoQueue(ctx context.Context, from string) 
 		return "", err
 	}
 	return rv, nil
-}
-
-// errRelist makes the Reflector relist: its watch request "expired".
-func errRelist() error {
-	return apierrors.NewResourceExpired("freshinformer: relisting (after a declared regression, or for a freshness probe)")
 }
 
 // IsWatchListSemanticsUnSupported forwards what the wrapped ListerWatcher
@@ -801,7 +706,7 @@ func (q *Queue) Replace(list []interface{}, resourceVersion string) error {
 	undo, err := g.admitList(resourceVersion, consistent, fallback)
 	if err != nil {
 		if w != nil {
-			w.Stop()
+			w.stopByGuard()
 			g.watchesStopped.Add(1)
 			g.mu.Lock()
 			g.fallback = true

@@ -165,13 +165,14 @@ func TestClassifyError(t *testing.T) {
 	}
 }
 
-// BeginRestore: the current watch stops, and the next plain watch relists
-// first, on the watch path (no Reflector backoff): a consistent read
-// accepted whatever its resource version, declared only once, queued, and
-// the watch starts from it.
-func TestBeginRestore(t *testing.T) {
-	var got []reflector.Regression
-	g := New(Options{OnRegression: func(r reflector.Regression) { got = append(got, r) }})
+// While the Owner's declared restore waits for its relist, there is no
+// floor: a relist asked for (RequestRelist) stops the current watch, and
+// the next plain watch relists first, on the watch path (no Reflector
+// backoff), with a consistent read accepted whatever its resource
+// version, queued with the stamp of its request; the watch starts from it.
+func TestRestoreRelistsConsistently(t *testing.T) {
+	owner := &fakeOwner{}
+	g := New(Options{Owner: owner})
 	inner := &scriptWL{}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -180,11 +181,17 @@ func TestBeginRestore(t *testing.T) {
 	if err := q.Replace(nil, "100"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
+	g.TakeList()
+	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
 		t.Fatal(err)
 	}
-	g.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: "60", Floor: "100"})
+	owner.mu.Lock()
+	owner.restoring, owner.stamp = true, Stamp{Epoch: 1}
+	owner.mu.Unlock()
+	if !g.Floor().IsZero() {
+		t.Fatalf("floor %s while a restore waits for its relist, want none", g.Floor())
+	}
+	g.RequestRelist()
 	if !inner.last().IsStopped() {
 		t.Fatal("the current watch was not stopped")
 	}
@@ -198,75 +205,60 @@ func TestBeginRestore(t *testing.T) {
 	if o := inner.watches[len(inner.watches)-1]; o.ResourceVersion != "60" {
 		t.Fatalf("the watch after the relist starts at %q, want the list's 60", o.ResourceVersion)
 	}
-	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{Declared: true, Relist: true}) {
-		t.Fatalf("TakeList: %+v then %+v, want the list at 60 marked the declared restore's relist", a, b)
+	if a := g.TakeList(); a != (ListAdmission{Stamp: Stamp{Epoch: 1}}) {
+		t.Fatalf("TakeList: %+v, want the relist with its request's stamp", a)
 	}
-	if len(got) != 1 || g.Stats().Regressions != 1 {
-		t.Fatalf("declared %v", got)
+	if _, _, n := owner.counts(); n != 0 {
+		t.Fatalf("the Guard declared %d regressions: the Owner declared the restore", n)
 	}
+	owner.mu.Lock()
+	owner.restoring = false
+	owner.mu.Unlock()
 	if f := g.Floor().String(); f != "60" {
-		t.Fatalf("floor after restore = %s", f)
+		t.Fatalf("floor after the restore = %s", f)
 	}
 }
 
-// A probe's gap proof raises the floor (the informer's stream holds nothing
-// below it), unless a regression was declared since the proof began.
-func TestAdvanceRaisesTheFloorUnlessARegressionIntervened(t *testing.T) {
-	g := New(Options{})
+// The floor is at least what the Owner proved off the stream, and never
+// lowered by it.
+func TestFloorIsAtLeastTheOwnersProof(t *testing.T) {
+	owner := &fakeOwner{}
+	g := New(Options{Owner: owner})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	if err := q.Replace(nil, "10"); err != nil {
 		t.Fatal(err)
 	}
-	gen := g.Stats().Regressions
-	g.Advance(floorAt("20"), gen)
-	if got := g.Floor().String(); got != "20" {
-		t.Fatalf("Floor after Advance(20) = %s", got)
-	}
-	g.Advance(floorAt("15"), gen) // never lowers it
-	if got := g.Floor().String(); got != "20" {
-		t.Fatalf("Floor after Advance(15) = %s", got)
-	}
-	g.DeclareRegression(reflector.Regression{Reason: reflector.RegressionStaleList})
-	g.Advance(floorAt("30"), gen) // the proof began before the regression
-	if got := g.Floor().String(); got != "20" {
-		t.Fatalf("Floor after a voided Advance(30) = %s, want 20", got)
+	for _, tc := range []struct{ proven, want string }{{"20", "20"}, {"5", "10"}} {
+		owner.mu.Lock()
+		owner.proven = floorAt(tc.proven)
+		owner.mu.Unlock()
+		if got := g.Floor().String(); got != tc.want {
+			t.Fatalf("Floor with %s proven = %s, want %s", tc.proven, got, tc.want)
+		}
 	}
 }
 
-// A list asked for before a restore was declared, queued after it, is not
-// the relist the restore waits for (found in review: it passed for it and
-// started the cache over on the old history): it is queued to be dropped,
-// the floor stays down, and the next watch relists.
-func TestListAskedForBeforeARestoreIsNotItsRelist(t *testing.T) {
-	g := New(Options{})
+// A list queued carries the stamp of its request, not of its answer: the
+// Owner tells a list asked for before a restore from the relist.
+func TestAdmissionCarriesTheRequestsStamp(t *testing.T) {
+	owner := &fakeOwner{stamp: Stamp{Epoch: 3, Failures: 1}}
+	g := New(Options{Owner: owner})
 	inner := &scriptWL{listRV: "104"}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
-	ctx := context.Background()
-	if err := q.Replace(nil, "100"); err != nil {
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
-		t.Fatal(err)
-	}
-	g.BeginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: "50", Floor: "100"})
+	owner.mu.Lock()
+	owner.stamp = Stamp{Epoch: 4, Failures: 2} // a restore declared, a request failed
+	owner.mu.Unlock()
 	if err := q.Replace(nil, "104"); err != nil { // the answer to the list asked for before
 		t.Fatal(err)
 	}
-	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{}) {
-		t.Fatalf("TakeList: %+v then %+v, want neither marked the relist", a, b)
-	}
-	if !g.Floor().IsZero() || !g.RelistPending() {
-		t.Fatalf("floor %v, relist pending %v: want the restore still waiting for its relist", g.Floor(), g.RelistPending())
-	}
-	inner.listRV = "60"
-	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "104"}); err != nil {
-		t.Fatal(err)
-	}
-	if a := g.TakeList(); a != (ListAdmission{Declared: true, Relist: true}) {
-		t.Fatalf("the relist on the watch path: %+v, want it marked the restore's relist", a)
+	if a := g.TakeList(); a != (ListAdmission{Stamp: Stamp{Epoch: 3, Failures: 1}}) {
+		t.Fatalf("TakeList: %+v, want the request's stamp", a)
 	}
 }
 
@@ -281,7 +273,10 @@ func TestListWhoseTransformPanicsIsUndone(t *testing.T) {
 		defer func() { _ = recover() }()
 		_ = q.Replace([]any{obj("1")}, "100")
 	}()
-	if n := g.ListsQueued(); n != 0 {
-		t.Fatalf("ListsQueued = %d after a list whose transform panicked, want 0", n)
+	g.mu.Lock()
+	n := len(g.queued)
+	g.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d admissions left after a list whose transform panicked, want 0", n)
 	}
 }

@@ -3,6 +3,8 @@ package guard
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 
 	"testing"
 	"time"
@@ -29,6 +31,55 @@ func TestMain(m *testing.M) {
 	// tests provoke them on purpose.
 	klog.SetLogger(logr.Discard())
 	goleak.VerifyTestMain(m)
+}
+
+// fakeOwner is an Owner the test sets and reads.
+type fakeOwner struct {
+	mu          sync.Mutex
+	proven      freshness.RV
+	restoring   bool
+	stamp       Stamp
+	regressions []reflector.Regression
+	broken      int
+	resumed     int  // Resuming calls
+	relist      bool // Resuming's answer
+}
+
+func (o *fakeOwner) Floor() (freshness.RV, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.proven, o.restoring
+}
+
+func (o *fakeOwner) Stamp() Stamp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stamp
+}
+
+func (o *fakeOwner) Regressed(r reflector.Regression) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.regressions = append(o.regressions, r)
+}
+
+func (o *fakeOwner) Broken() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.broken++
+}
+
+func (o *fakeOwner) Resuming(context.Context) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resumed++
+	return o.relist
+}
+
+func (o *fakeOwner) counts() (broken, resumed, regressions int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.broken, o.resumed, len(o.regressions)
 }
 
 func floorAt(s string) freshness.RV {
@@ -110,11 +161,11 @@ func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
 
 func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Now())
-	var got []reflector.Regression
+	owner := &fakeOwner{}
 	g := New(Options{
+		Owner:                 owner,
 		InitialFloor:          floorAt("100"),
 		AcceptRegressionAfter: time.Minute,
-		OnRegression:          func(r reflector.Regression) { got = append(got, r) },
 		Clock:                 clock,
 	})
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -135,7 +186,7 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if err := q.Replace(nil, "90"); err != nil {
 		t.Fatalf("stale list past the bound refused: %v", err)
 	}
-	if len(got) != 1 || got[0].Refused != 2 || got[0].Since != 61*time.Second {
+	if got := owner.regressions; len(got) != 1 || got[0].Refused != 2 || got[0].Since != 61*time.Second || got[0].Reason != reflector.RegressionStaleList {
 		t.Fatalf("regressions reported: %+v", got)
 	}
 	// Until the cache takes the declared list, its applied floor is the
@@ -145,15 +196,15 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 		t.Fatalf("Floor() = %s while the declared list waits in the queue, want 90", f)
 	}
 	// As FreshInformer does when it applies the two lists:
-	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{Declared: true}) {
-		t.Fatalf("TakeList: %+v then %+v, want the list at 90 marked declared", a, b)
+	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{Regressed: true}) {
+		t.Fatalf("TakeList: %+v then %+v, want the list at 90 marked regressed", a, b)
 	}
 	// The streak starts over: the next stale list (below the accepted 90)
 	// is refused again.
 	if err := q.Replace(nil, "80"); !errors.Is(err, reflector.ErrStaleList) {
 		t.Fatalf("first stale list of a new streak: %v", err)
 	}
-	if s := g.Stats(); s.StaleListsRefused != 3 || s.Regressions != 1 || s.Lists != 2 {
+	if s := g.Stats(); s.StaleListsRefused != 3 || s.Lists != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 	// A fresh list ends the streak; incomparable lists pass (plain informer).
@@ -172,43 +223,6 @@ func TestQueueAcceptsAnythingWithoutFloor(t *testing.T) {
 	defer q.Close()
 	if err := q.Replace(nil, "1"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// WatchOpen is true from a watch's start until the Reflector stops it
-// (whoever ended the stream), and again for the next one; a stream the
-// Guard stops for a relist counts as stopped too.
-func TestWatchOpen(t *testing.T) {
-	g := New(Options{InitialFloor: floorAt("100")})
-	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
-	if g.WatchOpen() {
-		t.Fatal("WatchOpen before any watch")
-	}
-	w1, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !g.WatchOpen() {
-		t.Fatal("WatchOpen = false with a watch started")
-	}
-	w2, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1.Stop() // an older stream stopped late does not close the newer one
-	if !g.WatchOpen() {
-		t.Fatal("WatchOpen = false after an older stream was stopped")
-	}
-	w2.Stop()
-	if g.WatchOpen() {
-		t.Fatal("WatchOpen = true after the Reflector stopped the stream")
-	}
-	if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
-		t.Fatal(err)
-	}
-	g.RequestRelist()
-	if g.WatchOpen() {
-		t.Fatal("WatchOpen = true after RequestRelist stopped the stream")
 	}
 }
 
@@ -254,8 +268,8 @@ func TestRelistRequestedWhileWatchPending(t *testing.T) {
 	if !inner.w.IsStopped() {
 		t.Fatal("the watch opened meanwhile was not stopped")
 	}
-	if !g.RelistPending() || g.WatchOpen() {
-		t.Fatal("relist no longer pending before its list is queued, or a watch counted open")
+	if !g.RelistPending() {
+		t.Fatal("relist no longer pending before its list is queued")
 	}
 }
 
@@ -342,46 +356,128 @@ func TestRelistOnTheWatchPathStaysPendingAndNoneIsLost(t *testing.T) {
 	}
 }
 
-// A plain watch that resumes a stream the server ended well before its
-// timeout may reach a server that restarted meanwhile (an apiserver ends
-// its watches when it shuts down, and may be back before the Reflector
-// asks again): it counts as a failed request. One that ended at its
-// timeout, or follows a list, does not.
-func TestWatchResumingAStreamEndedEarly(t *testing.T) {
+// A stream the server ends well before its timeout (an apiserver shutting
+// down ends its streams) breaks it, as a failed request does: the Owner is
+// told, and the Reflector's next plain watch asks it how to resume. One
+// that ends at its timeout, that the Guard stops for a relist, or whose
+// informer stops, does not.
+func TestStreamEndedEarlyIsBroken(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		after   time.Duration // from the stream's start to the next request
-		listed  bool          // a list came in between
-		restart bool
+		name   string
+		after  time.Duration // from the stream's start to its end
+		stop   func(w watch.Interface, g *Guard, cancel func())
+		broken bool
 	}{
-		{"ended early", 10 * time.Second, false, true},
-		{"ended at its timeout", 299 * time.Second, false, false},
-		{"a list in between", 10 * time.Second, true, false},
+		{"ended early", 10 * time.Second, func(w watch.Interface, _ *Guard, _ func()) { w.Stop() }, true},
+		{"ended at its timeout", 299 * time.Second, func(w watch.Interface, _ *Guard, _ func()) { w.Stop() }, false},
+		{"stopped for a relist", 10 * time.Second, func(w watch.Interface, g *Guard, _ func()) { g.RequestRelist(); w.Stop() }, false},
+		{"the informer stops", 10 * time.Second, func(w watch.Interface, _ *Guard, cancel func()) { cancel(); w.Stop() }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testingclock.NewFakeClock(time.Now())
-			var failed int
-			g := New(Options{InitialFloor: floorAt("100"), StreamClock: clk, OnRequestFailed: func() { failed++ }})
+			owner := &fakeOwner{}
+			g := New(Options{Owner: owner, InitialFloor: floorAt("100"), StreamClock: clk})
 			lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
-			ctx := context.Background()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			timeout := int64(300)
 			w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			clk.Step(tc.after)
-			w.Stop() // the Reflector stops every stream it is done with
-			if tc.listed {
-				if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
-					t.Fatal(err)
-				}
+			tc.stop(w, g, cancel)
+			if broken, _, _ := owner.counts(); (broken == 1) != tc.broken {
+				t.Fatalf("Broken called %d times, want broken %v", broken, tc.broken)
 			}
-			if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout}); err != nil {
-				t.Fatal(err)
-			}
-			if got := failed == 1; got != tc.restart || g.WatchFailing() {
-				t.Fatalf("OnRequestFailed called %d times, want a restart suspected: %v (WatchFailing %v after the watch started)", failed, tc.restart, g.WatchFailing())
+			_, _ = lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout}) // no queue to relist into: 410
+			if _, resumed, _ := owner.counts(); (resumed == 1) != tc.broken {
+				t.Fatalf("Resuming called %d times, want it asked only after a break", resumed)
 			}
 		})
 	}
 }
+
+// After a break, the Owner decides how the stream resumes: relisting
+// first (a consistent read: the server reached now may be one restored
+// behind the floor), or resuming the watch.
+func TestResumingAfterABreak(t *testing.T) {
+	for _, relist := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relist=%v", relist), func(t *testing.T) {
+			owner := &fakeOwner{relist: relist}
+			g := New(Options{Owner: owner})
+			inner := &scriptWL{listRV: "120"}
+			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+			defer q.Close()
+			if err := q.Replace(nil, "100"); err != nil {
+				t.Fatal(err)
+			}
+			w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Stop() // no timeout known: taken as early
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+				t.Fatal(err)
+			}
+			lists := len(inner.lists)
+			if !relist {
+				if lists != 0 || inner.watches[len(inner.watches)-1].ResourceVersion != "100" {
+					t.Fatalf("%d lists, watch from %q: want the stream resumed at 100", lists, inner.watches[len(inner.watches)-1].ResourceVersion)
+				}
+				return
+			}
+			if lists != 1 || inner.lists[0].ResourceVersion != "" || inner.watches[len(inner.watches)-1].ResourceVersion != "120" {
+				t.Fatalf("lists %+v, watch from %q: want one consistent list, the watch from its 120", inner.lists, inner.watches[len(inner.watches)-1].ResourceVersion)
+			}
+		})
+	}
+}
+
+// A failed request (not 410 Gone) makes the next list a consistent read:
+// a server back from an etcd restored below the floor would answer one
+// raised to the floor "Too large" for as long as its writes have not
+// reached it. A 410 is a live server's answer: the relist is raised to
+// the floor as usual.
+func TestListAfterAFailedRequestIsConsistent(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		consistent bool
+	}{
+		{apierrors.NewServiceUnavailable("shutting down"), true},
+		{apierrors.NewResourceExpired("too old resource version"), false},
+	} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			owner := &fakeOwner{}
+			g := New(Options{Owner: owner, InitialFloor: floorAt("100")})
+			inner := &failingWatchLW{err: tc.err}
+			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+			defer q.Close()
+			if err := q.Replace(nil, "100"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err == nil {
+				t.Fatal("the watch did not fail")
+			}
+			if broken, _, _ := owner.counts(); broken != 1 {
+				t.Fatalf("Broken called %d times, want 1", broken)
+			}
+			if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := inner.lists[0].ResourceVersion == ""; got != tc.consistent {
+				t.Fatalf("the next list %+v, want consistent %v", inner.lists[0], tc.consistent)
+			}
+		})
+	}
+}
+
+// failingWatchLW fails every watch with err.
+type failingWatchLW struct {
+	recordingLW
+	err error
+}
+
+func (f *failingWatchLW) Watch(metav1.ListOptions) (watch.Interface, error) { return nil, f.err }

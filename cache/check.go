@@ -1,0 +1,246 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/guard"
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// probeTimeout bounds one restore verification probe.
+const probeTimeout = 10 * time.Second
+
+// recentCapacity is how many applied event resource versions an informer
+// remembers to recognise its own recorded writes.
+const recentCapacity = 1024
+
+// recentRVs remembers the resource versions of the last applied events, in
+// the order applied (non-decreasing: older events are rejected), so that a
+// recorded write below the cache's resource version can be told apart: one
+// the stream delivered is fine, one it never delivered may come from a
+// server restored to an older revision. Only values that fit in 64 bits are
+// kept. Not safe for concurrent use (FreshInformer holds applyMu).
+type recentRVs struct {
+	ring  [recentCapacity]uint64
+	next  int // where the next value goes
+	count int
+}
+
+func (r *recentRVs) add(rv freshness.RV) {
+	n, ok := rv.Uint64()
+	if !ok {
+		return
+	}
+	r.ring[r.next] = n
+	r.next = (r.next + 1) % recentCapacity
+	if r.count < recentCapacity {
+		r.count++
+	}
+}
+
+func (r *recentRVs) reset() { r.next, r.count = 0, 0 }
+
+// contains reports whether rv was among the remembered values.
+func (r *recentRVs) contains(rv freshness.RV) bool {
+	n, ok := rv.Uint64()
+	if !ok || r.count == 0 {
+		return false
+	}
+	first := (r.next - r.count + recentCapacity) % recentCapacity
+	at := func(i int) uint64 { return r.ring[(first+i)%recentCapacity] }
+	i := sort.Search(r.count, func(i int) bool { return at(i) >= n })
+	return i < r.count && at(i) == n
+}
+
+// checkWrite is told of a write's resource version (RecordWrite). A write
+// below what the cache applied that the stream never delivered may come
+// from a server restored to an older revision (etcd restored without
+// --bump-revision): a restore check tells, and waits are held until it
+// answers instead of being told "fresh" by the old history. While an
+// outage or a restore holds waits anyway, what ends it tells.
+func (f *FreshInformer) checkWrite(rv freshness.RV) {
+	applied, state := f.trust.position()
+	if state != trusted || applied.Compare(rv) <= 0 || f.trust.outageOn() {
+		return
+	}
+	f.applyMu.Lock()
+	delivered := f.recent.contains(rv)
+	f.applyMu.Unlock()
+	if !delivered {
+		f.checks.Run(f.runCheck, true) // one more follows a check in flight: it may predate the write
+	}
+}
+
+// checkStarting is the restore checks' Runner's OnStart: waits are held
+// from the moment a check is asked for until the series of checks ends
+// (checkIdle).
+func (f *FreshInformer) checkStarting() { f.trust.checking() }
+
+// checkIdle is the Runner's OnIdle.
+func (f *FreshInformer) checkIdle() { f.trust.checkDone().Run() }
+
+// runCheck is one restore check (the Runner's function).
+func (f *FreshInformer) runCheck(ctx context.Context) {
+	st, _ := f.trust.stampNow()
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if !f.checkServer(ctx, st) {
+		return
+	}
+	f.trust.answered(st).Run()
+	if now, _ := f.trust.stampNow(); now.Epoch != st.Epoch && !f.trust.restoring() {
+		// A regression found meanwhile voided what the read showed: it
+		// may not speak for the cache's history now. Ask again.
+		f.checks.Run(f.runCheck, true)
+	}
+}
+
+// checkServer asks the server, with a consistent read, whether its
+// history went back: its resource version below the floor, or (from a
+// snapshot of up to restoreCheckKeys objects) keys listed at states the
+// cache had passed but does not hold, which new writes on a restored
+// server cannot hide (compareSnapshot). Either is declared: the informer
+// forgets its freshness (waits block until the relist is applied) and
+// relists from the restored server. It reports whether the server
+// answered.
+func (f *FreshInformer) checkServer(ctx context.Context, st stamp) (answered bool) {
+	if n := f.restoreCheckKeys(); n > 0 {
+		s, err := f.listSnapshot(ctx, int64(n))
+		if err != nil {
+			f.log().V(2).Info("Restore check failed", "err", err)
+			return false
+		}
+		f.compareSnapshot(s, st, f.snapshotLimit >= 0)
+		return true
+	}
+	if _, err := f.consistentRV(ctx, st); err != nil {
+		f.log().V(2).Info("Restore check failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// consistentRV reads the server's resource version with a consistent read
+// (ServerResourceVersion), sent with the stamp st. One below the floor
+// when it was sent shows the server's history went back: a consistent
+// read never answers below what the server delivered before it. That is
+// declared as a restore.
+func (f *FreshInformer) consistentRV(ctx context.Context, st stamp) (freshness.RV, error) {
+	floor := f.guard.Floor()
+	server, err := f.serverResourceVersion(ctx)
+	if err != nil {
+		return freshness.RV{}, err
+	}
+	if !server.AtLeast(floor) {
+		f.applyMu.Lock()
+		f.beginRestore(reflector.RegressionServerBehind, server, floor, listRegression{}, st)
+		f.unlockApply()
+	}
+	return server, nil
+}
+
+// restoreCheckKeys is how many objects the restore check lists and
+// compares: the snapshot limit, or its default where the quiet probes'
+// snapshot route is off (the check runs after failed requests and
+// suspicious writes only, and without the keys a restore that new writes
+// outran goes unseen).
+func (f *FreshInformer) restoreCheckKeys() int {
+	switch {
+	case f.snapshotLimit >= 0:
+		return f.snapshotLimit
+	case f.restoreCheckByRV:
+		return 0 // the server's resource version only
+	default:
+		return DefaultSnapshotProbeLimit
+	}
+}
+
+// beginRestore declares that the server's history went back, shown by a
+// read at server (applyMu held), and has the informer start over from the
+// server's state: freshness is forgotten (every wait blocks until the
+// relist is applied), what the stream still carries from before the
+// relist is dropped (apply.go), and the relist is asked for at once. st is
+// the stamp of the read: a regression found since voids it, so that Sync,
+// a quiet probe and a check, which may each find one restore, declare it
+// once.
+func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, floor freshness.RV, back listRegression, st stamp) {
+	begun, due := f.trust.restore(st)
+	f.settle(due)
+	if !begun {
+		return
+	}
+	f.recent.reset()
+	f.endZone()
+	f.written.reset()
+	slices.Sort(back.sample)
+	f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
+		Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
+	f.guard.RequestRelist()
+}
+
+// guardOwner is what the informer is to its Guard (guard.Owner).
+type guardOwner struct{ f *FreshInformer }
+
+func (o guardOwner) Floor() (proven freshness.RV, relisting bool) {
+	o.f.trust.read(func() { proven, relisting = o.f.trust.proven, o.f.trust.state == restoring })
+	return proven, relisting
+}
+
+func (o guardOwner) Stamp() guard.Stamp {
+	st, _ := o.f.trust.stampNow()
+	return st
+}
+
+func (o guardOwner) Regressed(r reflector.Regression) {
+	o.f.trust.regressed()
+	o.f.declareRegression(r)
+}
+
+func (o guardOwner) Broken() { o.f.trust.failed().Run() }
+
+// Resuming decides how the stream resumes after it broke (a failed
+// request, a stream ended early): the server may have restarted from a
+// restored etcd, whose history the resumed watch would not show. An
+// informer of up to the restore check's size relists (client-go's
+// Reflector does too after an apiserver restart: the restarted watch
+// cache has no history to resume from); a larger one runs the restore
+// check (one consistent read of the first objects and the server's
+// resource version) and resumes if it answers. The Reflector waits for
+// either.
+func (o guardOwner) Resuming(ctx context.Context) (relist bool) {
+	f := o.f
+	if !f.trust.outageOn() {
+		return false
+	}
+	if n := f.restoreCheckKeys(); n == 0 || f.cachedKeys.Load() <= int64(n) {
+		return true
+	}
+	f.resumeChecks.Add(1)
+	st, _ := f.trust.stampNow()
+	f.trust.checking()
+	defer func() { f.trust.checkDone().Run() }()
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if !f.checkServer(ctx, st) {
+		return true
+	}
+	f.trust.answered(st).Run()
+	return false
+}
+
+// parseInitialFloor validates Options.InitialFloor ("" for none).
+func parseInitialFloor(s string) (freshness.RV, error) {
+	if s == "" {
+		return freshness.RV{}, nil
+	}
+	rv, err := freshness.ParseRV(s)
+	if err != nil {
+		return freshness.RV{}, fmt.Errorf("initial floor: %w", err)
+	}
+	return rv, nil
+}

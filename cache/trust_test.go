@@ -1,0 +1,218 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// Issue 28, item 1: a quiet probe's proof computed before a restore was
+// declared, landing after it, is void: the restore forgot the position
+// until its relist, and the proof speaks of the history the server lost.
+// Before, the proof checked the regression count, then moved the tracker
+// outside the lock the restore reset it under, and WaitForFreshness
+// returned nil on the pre-restore cache.
+func TestProofAfterADeclaredRestoreIsVoid(t *testing.T) {
+	inf, q, _ := queuedInformer(t, nil)
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	st, _ := inf.trust.stampNow() // the probe's read is sent
+	declareRestore(t, inf)        // a restore check declares a restore meanwhile
+	inf.applyMu.Lock()
+	inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the bookmark proof lands
+	ok, due := inf.trust.proved(mustRV(t, "150"), st)                       // and a snapshot's
+	inf.settle(due)
+	inf.unlockApply()
+	if ok || inf.trust.reached(mustRV(t, "150")) || inf.trust.reached(mustRV(t, "60")) || inf.LastObservedResourceVersion() != "" {
+		t.Fatalf("a proof from before the restore moved the position to %q (snapshot accepted %v)", inf.LastObservedResourceVersion(), ok)
+	}
+}
+
+// The same, run at once: whatever the interleaving of a restore's
+// declaration and a proof sent before it, no wait is released on the lost
+// history.
+func TestProofRacingARestoreNeverReleasesWaits(t *testing.T) {
+	for i := range 300 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			inf, q, _ := queuedInformer(t, nil)
+			replace(t, q, "100", cm("a", "100"))
+			drain(t, q, inf, 1)
+			st, _ := inf.trust.stampNow()
+			var wg sync.WaitGroup
+			wg.Go(func() { declareRestore(t, inf) })
+			wg.Go(func() {
+				inf.applyMu.Lock()
+				inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st))
+				inf.unlockApply()
+			})
+			wg.Wait()
+			if inf.trust.reached(mustRV(t, "150")) {
+				t.Fatalf("fresh at 150 after a restore, at %s", inf.LastObservedResourceVersion())
+			}
+		})
+	}
+}
+
+// Issue 28, item 2: a freshness callback that panics, in a batch whose
+// list found keys gone back, neither keeps the regression from being
+// declared nor leaves waits held: with utilruntime.ReallyCrash off (as
+// client-go's process loop runs then), the panic is reported, the other
+// callbacks run, and waits for the list's resource version return. Before,
+// the panic unwound past the declaration: OnRegression was never called
+// and every wait blocked until the next event.
+func TestPanickingCallbackDuringARegressionDeclaresIt(t *testing.T) {
+	panics := withoutReallyCrash(t)
+	regs := newRegressionLog()
+	inf, q, _ := queuedInformer(t, nil, WithRegressionHandler(regs.handle))
+	inf.starting() // as a factory does: a callback for an RV not reached waits
+	replace(t, q, "100", cm("a", "100"))
+	drain(t, q, inf, 1)
+	inf.AfterFreshness("101", func(error) { panic("callback") })
+	var ran atomic.Bool
+	inf.AfterFreshness("101", func(error) { ran.Store(true) })
+	// One batch: a@101 releases both callbacks; a relist at 110 brings a
+	// back to 50.
+	batch := []toolscache.Delta{
+		{Type: toolscache.Updated, Object: cm("a", "101")},
+		{Type: toolscache.ReplacedAll, Object: toolscache.ReplacedAllInfo{ResourceVersion: "110", Objects: []any{cm("a", "50")}}},
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = inf.handleBatch(batch, false)
+	}()
+	select {
+	case r := <-regs.ch:
+		if r.Reason != reflector.RegressionKeysWentBack {
+			t.Fatalf("regression %+v", r)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the regression was never declared")
+	}
+	if !inf.IsFresh("110") {
+		t.Fatal("waits are held for good after the panicking callback")
+	}
+	if !ran.Load() || len(panics()) == 0 {
+		t.Fatalf("the other callback ran %v, panics reported %d", ran.Load(), len(panics()))
+	}
+}
+
+// Issue 28, item 3: no probe timer's callback runs after RunWithContext
+// has returned (SPEC guarantee 4: no goroutine outlives the informer).
+// Stopping a timer does not wait for a callback already fired. Each run
+// here holds the probe's lock while the informer stops and its timer
+// fires, so that both wait for it, the stop first. Before, a run in a few
+// dozen returned from RunWithContext with the callback still to run.
+func TestNoProbeTimerFiresAfterRunReturns(t *testing.T) {
+	for i := range 60 {
+		lw := newQuietLW(t, "10")
+		lw.setAux(func(metav1.ListOptions) watch.Interface { return watch.NewFake() }) // silent
+		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(WithQuietProbeDelay(20*time.Millisecond))...)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); inf.RunWithContext(ctx) }()
+		lw.nextWatcher()
+		waitSynced(t, inf)
+		lw.setServerRV("20")
+		wctx, wcancel := context.WithCancel(context.Background())
+		waited := make(chan struct{})
+		go func() { defer close(waited); _ = inf.WaitForFreshness(wctx, "11") }()
+		eventually(t, "the wait", func() bool { return inf.Stats().PendingWaiters == 1 })
+		inf.quiet.mu.Lock()
+		cancel()                          // the informer's stop waits for the lock first
+		time.Sleep(30 * time.Millisecond) // and the timer fires: its callback waits behind it
+		inf.quiet.mu.Unlock()
+		<-done
+		if probeDueWaiting() {
+			t.Fatalf("run %d: a probe timer's callback runs after RunWithContext returned", i)
+		}
+		wcancel()
+		<-waited
+	}
+}
+
+// probeDueWaiting reports whether a goroutine waits for a lock in probeDue:
+// one that got as far as its last deferred call may still be returning.
+func probeDueWaiting() bool {
+	return probeDueStack(regexp.MustCompile(`sync\.\(\*Mutex\)\.Lock`))
+}
+
+func probeDueStack(also *regexp.Regexp) bool {
+	buf := make([]byte, 1<<20)
+	s := string(buf[:runtime.Stack(buf, true)])
+	for _, g := range strings.Split(s, "\n\n") {
+		if strings.Contains(g, ".probeDue(") && also.MatchString(g) && !strings.Contains(g, "sync.(*WaitGroup).Done") {
+			return true
+		}
+	}
+	return false
+}
+
+// Issue 28, item 7: a wait on an informer that was never started says so
+// at once, with an error matching freshness.ErrNotStarted, instead of
+// waiting out its context; so does AfterFreshness, calling back at once.
+// One a factory's Start is about to run counts as started.
+func TestWaitOnAnInformerNeverStartedFailsAtOnce(t *testing.T) {
+	inf := NewSharedIndexInformer(newQuietLW(t, "10"), &corev1.ConfigMap{}, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := inf.WaitForFreshness(ctx, "10")
+	var we *freshness.WaitError
+	if !errors.Is(err, freshness.ErrNotStarted) || !errors.As(err, &we) || we.Target != "10" || time.Since(start) > time.Second {
+		t.Fatalf("WaitForFreshness on an informer never started = %v after %v, want ErrNotStarted at once", err, time.Since(start))
+	}
+	called := make(chan error, 1)
+	inf.AfterFreshness("10", func(err error) { called <- err })
+	select {
+	case err := <-called:
+		if !errors.Is(err, freshness.ErrNotStarted) {
+			t.Fatalf("AfterFreshness on an informer never started called back with %v", err)
+		}
+	default:
+		t.Fatal("AfterFreshness on an informer never started did not call back at once")
+	}
+	inf.starting()
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := inf.WaitForFreshness(short, "10"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness on an informer being started = %v, want it to wait", err)
+	}
+}
+
+// The same through the factory: a wait right after Start finds the
+// informer started, however late its goroutine runs.
+func TestWaitRightAfterFactoryStart(t *testing.T) {
+	lw := newQuietLW(t, "10")
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions()...)
+	inf.starting()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	errc := make(chan error, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer wcancel()
+		errc <- inf.WaitForFreshness(wctx, "10")
+	}()
+	time.Sleep(10 * time.Millisecond)
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	if err := <-errc; err != nil {
+		t.Fatal(fmt.Errorf("a wait begun before the run started: %w", err))
+	}
+}
