@@ -64,8 +64,8 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 // answers instead of being told "fresh" by the old history. While an
 // outage or a restore holds waits anyway, what ends it tells.
 func (f *FreshInformer) checkWrite(rv freshness.RV) {
-	applied, state := f.trust.position()
-	if state != trusted || applied.Compare(rv) <= 0 || f.trust.outageOn() {
+	v := f.trust.view()
+	if v.state != trusted || v.applied.Compare(rv) <= 0 || v.outage {
 		return
 	}
 	f.applyMu.Lock()
@@ -86,14 +86,14 @@ func (f *FreshInformer) checkIdle() { f.trust.checkDone().Run() }
 
 // runCheck is one restore check (the Runner's function).
 func (f *FreshInformer) runCheck(ctx context.Context) {
-	st, _ := f.trust.stampNow()
+	st := f.trust.view().stamp
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if !f.checkServer(ctx, st) {
 		return
 	}
 	f.trust.answered(st).Run()
-	if now, _ := f.trust.stampNow(); now.Epoch != st.Epoch && !f.trust.restoring() {
+	if now := f.trust.view(); now.stamp.Epoch != st.Epoch && now.state != restoring {
 		// A regression found meanwhile voided what the read showed: it
 		// may not speak for the cache's history now. Ask again.
 		f.checks.Run(f.runCheck, true)
@@ -192,7 +192,7 @@ func (o guardOwner) Floor() (proven freshness.RV, relisting bool) {
 }
 
 func (o guardOwner) Stamp() guard.Stamp {
-	st, _ := o.f.trust.stampNow()
+	st := o.f.trust.view().stamp
 	return st
 }
 
@@ -214,14 +214,14 @@ func (o guardOwner) Broken() { o.f.trust.failed().Run() }
 // either.
 func (o guardOwner) Resuming(ctx context.Context) (relist bool) {
 	f := o.f
-	if !f.trust.outageOn() {
+	if !f.trust.view().outage {
 		return false
 	}
 	if n := f.restoreCheckKeys(); n == 0 || f.cachedKeys.Load() <= int64(n) {
 		return true
 	}
 	f.resumeChecks.Add(1)
-	st, _ := f.trust.stampNow()
+	st := f.trust.view().stamp
 	f.trust.checking()
 	defer func() { f.trust.checkDone().Run() }()
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)

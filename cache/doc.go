@@ -21,11 +21,11 @@
 //	   │                                    raises the delivered floor
 //	   ▼
 //	apply (apply.go: one goroutine,         APPLIED: rejects events older than
-//	stream order, under applyMu)            the cached object or the tracker;
+//	stream order, under applyMu)            the cached object or the stream;
 //	   │                                    declares keys a list moves back
 //	   ▼
-//	indexer ──▶ tracker ──▶ handlers       AWAITED: wait.go (WaitForFreshness,
-//	            (freshness.Tracker)          Sync, AfterFreshness) wakes here;
+//	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
+//	            (trust.go)                   Sync, AfterFreshness) wakes here;
 //	                                         internal/handlers delivers to them
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
@@ -50,15 +50,23 @@
 // found) and the failures seen when its request was sent; evidence from an
 // older epoch is void.
 //
-//	          first list                 list ("0" only: first event)
-//	syncing ───────────────▶ trusted ◀─────────────────────────────┐
-//	   │                     │  ▲  │ consistent read below the floor,    │
-//	   │ list RV             │  │  │ snapshot keys gone back, lost       │
-//	   │ not comparable      │  │  │ writes a check shows                │
-//	   ▼                     │  │  ▼                                     │
-//	 plain ◀─────────────────┘  │ restoring ── its relist applied ───────┘
-//	   └── comparable list ─────┘ (queued events and lists asked for
-//	                               before it are dropped)
+//	state       waits see                       transitions
+//	─────────   ─────────────────────────────   ──────────────────────────────────
+//	syncing     nothing reached                 first comparable list ▶ trusted
+//	                                            (after a list at "0": first event)
+//	trusted     applied, unless in doubt        restore proven ▶ restoring
+//	restoring   nothing reached; queued events  its relist applied ▶ trusted
+//	            and older lists dropped
+//	plain       every wait fails                comparable list ▶ trusted
+//	(any)                                       list RV not comparable ▶ plain
+//	(any)       stopped: ErrStopped             Run returned (final)
+//
+// A restore is proven by a consistent read below the floor when it was
+// sent, by keys a snapshot lists at states the cache had passed but does
+// not hold, or by writes a restore check shows lost; a list that moves
+// keys back, or an older list accepted after AcceptRegressionAfter, is a
+// regression the cache follows at once (it stays trusted, at the list's
+// resource version, once the regression is declared).
 //
 // A wait for rv returns nil exactly when the state is trusted, applied is
 // at least rv, and nothing puts applied in doubt:

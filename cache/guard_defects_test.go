@@ -235,6 +235,7 @@ func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
 	// client-go's default handler dereferences the Reflector: with nil it
 	// panics unless the refusal is recognised.
 	watchErrorHandler(g, nil)(context.Background(), nil, flattened)
+	_ = q.Replace(nil, "50") // refused again: each refusal is reported once
 	var got error
 	watchErrorHandler(g, func(_ context.Context, _ *toolscache.Reflector, err error) { got = err })(context.Background(), nil, flattened)
 	var se *reflector.StaleListError

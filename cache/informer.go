@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,7 @@ func (f *FreshInformer) Stats() Stats {
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
 		RestoreProbes:       f.checks.Runs() + f.resumeChecks.Load(),
-		PendingWaiters:      f.trust.pending(),
+		PendingWaiters:      f.trust.view().pending,
 	}
 	s.Regressions = f.regressions.Load()
 	return s
@@ -308,17 +309,15 @@ func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, 
 // watchErrorHandler is the user's handler, or client-go's default except
 // for refused stale lists: the Guard logged those already (at V(2)), and
 // client-go's default would report each at error level while a lagging
-// replica catches up. client-go's Reflector flattens a list error with %v
-// on the list+watch path; the Guard restores it, so errors.Is(err,
-// reflector.ErrStaleList) holds in the user's handler too.
+// replica catches up. errors.Is(err, reflector.ErrStaleList) holds in the
+// user's handler too (guard.Reported).
 func watchErrorHandler(g *guard.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		err = g.ClassifyError(err)
-		g.WatchError(err)
+		err = g.Reported(err)
 		switch {
 		case user != nil:
 			user(ctx, r, err)
-		case !reflector.IsStaleList(err):
+		case !errors.Is(err, reflector.ErrStaleList):
 			toolscache.DefaultWatchErrorHandler(ctx, r, err)
 		}
 	}

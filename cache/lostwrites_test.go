@@ -57,7 +57,7 @@ func TestLostWritesAreDeclared(t *testing.T) {
 				results <- result{err, inf.Stats().Regressions}
 			}()
 		}
-		eventually(t, "two pending waits", func() bool { return inf.trust.pending() == 2 })
+		eventually(t, "two pending waits", func() bool { return inf.trust.view().pending == 2 })
 
 		// The restored server: a, b at their snapshot states; c untouched
 		// (no recorded write); gone deleted since (absent: not a proof).

@@ -83,17 +83,17 @@ const maxPendingWriteSamples = 256
 // first recording's time), and drops the lowest resource version (the
 // write waiting longest) when full, so the samples it loses are those of a
 // cache already far behind, which the lag and progress metrics show. It
-// has at most one callback registered on the tracker at a time, at the
+// has at most one callback registered (AfterFunc) at a time, at the
 // lowest pending resource version when registered; when it runs, every
 // pending write the cache has reached is observed and the next callback
 // goes to the lowest one left. A write recorded below the registered one
 // (recorded after a higher one that raced it) is observed when the
 // registered one is reached: a little late, never early. Writes pending
-// when the tracker stops or becomes incomparable are dropped, unobserved.
+// when the informer stops or becomes incomparable are dropped, unobserved.
 type writeVisibility struct {
-	mu      sync.Mutex    // guards pending and armed; taken before the tracker's, never under the informer's
+	mu      sync.Mutex    // guards pending and armed; taken before the trust's, never under the informer's
 	pending []writeSample // ascending resource versions
-	armed   bool          // a tracker callback is registered
+	armed   bool          // a callback is registered
 }
 
 type writeSample struct {
@@ -122,7 +122,7 @@ func (v *writeVisibility) record(f *FreshInformer, rv freshness.RV, start time.T
 	v.armLocked(f)
 }
 
-// armLocked registers the tracker callback at the lowest pending write if
+// armLocked registers the callback at the lowest pending write if
 // none is registered, and unlocks v.mu.
 func (v *writeVisibility) armLocked(f *FreshInformer) {
 	if v.armed || len(v.pending) == 0 {
@@ -136,12 +136,12 @@ func (v *writeVisibility) armLocked(f *FreshInformer) {
 	due.Run()
 }
 
-// reached is the tracker callback. It may run on any goroutine: the one
-// that moved the tracker to the target, once the informer's and the
-// tracker's locks are dropped, or RecordWrite's caller, at once, when the
-// target is reached already or the tracker has stopped or is
+// reached is the callback. It may run on any goroutine: the one that moved
+// the applied resource version to the target, once the informer's locks
+// are dropped, or RecordWrite's caller, at once, when the target is
+// reached already or the informer has stopped or is
 // incomparable. No lock is held when it is called; it takes v.mu, reads
-// the tracker, registers the next callback and calls
+// the trust state, registers the next callback and calls
 // f.metrics.ObserveWriteVisible under v.mu (a provider's method must be
 // quick and must not call back into the informer).
 func (v *writeVisibility) reached(f *FreshInformer, err error) {
@@ -162,7 +162,7 @@ func (v *writeVisibility) reached(f *FreshInformer, err error) {
 	v.armLocked(f)
 }
 
-// pendingSamples returns how many writes v times, and whether a tracker
+// pendingSamples returns how many writes v times, and whether a
 // callback is registered (for tests).
 func (v *writeVisibility) pendingSamples() (int, bool) {
 	v.mu.Lock()

@@ -46,7 +46,7 @@ func queuedInformerOn(t *testing.T, lw toolscache.ListerWatcher, transform tools
 // back to 50.
 func declareRestore(t *testing.T, inf *FreshInformer) {
 	t.Helper()
-	st, _ := inf.trust.stampNow()
+	st := inf.trust.view().stamp
 	inf.applyMu.Lock()
 	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), inf.guard.Floor(), listRegression{}, st)
 	inf.unlockApply()
@@ -265,7 +265,7 @@ func TestRestoreCheckReadsEveryPage(t *testing.T) {
 	inf, q := queuedInformerOn(t, lw, nil, WithRegressionHandler(regs.handle))
 	replace(t, q, "100", cm("a", "10"), cm("b", "20"), cm("c", "30"), cm("d", "40"))
 	drain(t, q, inf, 1)
-	st, _ := inf.trust.stampNow()
+	st := inf.trust.view().stamp
 	if !inf.checkServer(context.Background(), st) {
 		t.Fatal("the check was not answered")
 	}

@@ -494,17 +494,17 @@ func TestWaitJoinedAfterTheReadIsNotFailedByIt(t *testing.T) {
 	lw := newQuietLW(t, "10")
 	inf, _ := startQuiet(t, lw, WithQuietProbeDelay(-1)) // the test sends the reads
 	lw.setServerRV("20")
-	_, sent := inf.trust.stampNow() // a read is sent now
+	sent := inf.trust.view().seq // a read is sent now
 	done := make(chan error, 1)
 	go func() { done <- inf.WaitForFreshness(context.Background(), "25") }()
-	eventually(t, "the wait", func() bool { return inf.trust.pending() == 1 })
+	eventually(t, "the wait", func() bool { return inf.trust.view().pending == 1 })
 	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
 	select {
 	case err := <-done:
 		t.Fatalf("a wait that joined after the read was failed by it: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	_, sent = inf.trust.stampNow() // a read sent after it joined
+	sent = inf.trust.view().seq // a read sent after it joined
 	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
 	if err := <-done; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
 		t.Fatalf("WaitForFreshness = %v", err)

@@ -86,13 +86,12 @@ type ProbeStats struct {
 // ProbeStats returns the informer's probe counters.
 func (f *FreshInformer) ProbeStats() ProbeStats {
 	p := &f.quiet
-	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: f.trust.proofsApplied(), Relists: p.relists.Load(),
+	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: f.trust.view().advances, Relists: p.relists.Load(),
 		Snapshots: p.snapshots.Load(), SnapshotMatches: p.snapshotMatches.Load(), BehindSnapshot: p.behindSnapshot.Load()}
 }
 
 // quietProbe is one informer's probe state. Its mutex guards the fields
-// below it; the tracker's lock is never taken under it except by Current
-// and LowestWaited.
+// below it; taken before the trust's lock (view) and its Runner's.
 type quietProbe struct {
 	probes, requests, relists                  atomic.Uint64
 	snapshots, snapshotMatches, behindSnapshot atomic.Uint64
@@ -159,7 +158,7 @@ func (f *FreshInformer) joinWait(target freshness.RV) {
 		return
 	}
 	if p.idle > 0 { // backing off: is this the lowest target? (scanned only then)
-		if low, waited := f.trust.lowest(); !waited || target.Compare(low) < 0 {
+		if v := f.trust.view(); !v.anyTarget || target.Compare(v.lowest) < 0 {
 			p.idle = 0
 			f.disarmLocked()
 		}
@@ -186,7 +185,7 @@ func (f *FreshInformer) leaveWait() {
 // armLocked schedules a probe check after d. p.mu is held.
 func (f *FreshInformer) armLocked(d time.Duration) {
 	p := &f.quiet
-	p.armedAt, _ = f.trust.position()
+	p.armedAt = f.trust.view().applied
 	p.timers.Add(1)
 	p.timer = time.AfterFunc(d, f.probeDue) // real time: probes talk to a real server
 }
@@ -211,7 +210,7 @@ func (f *FreshInformer) probeDue() {
 	if p.stopped || p.waiters == 0 || p.runner.Running() {
 		return
 	}
-	if applied, _ := f.trust.position(); applied.Compare(p.armedAt) > 0 || f.guard.RelistPending() {
+	if f.trust.view().applied.Compare(p.armedAt) > 0 || f.guard.RelistPending() {
 		// The stream moved (it is meeting the waits), or a relist is on
 		// its way through it: check again later.
 		f.armLocked(f.probeDelay())
@@ -227,10 +226,9 @@ func (f *FreshInformer) probeDue() {
 
 // runProbe is one probe run (the Runner's function).
 func (f *FreshInformer) runProbe(ctx context.Context) {
-	start, _ := f.trust.position()
+	start := f.trust.view().applied
 	behind := f.probeOnce(ctx)
-	end, _ := f.trust.position()
-	progressed := end.Compare(start) > 0
+	progressed := f.trust.view().applied.Compare(start) > 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -273,11 +271,11 @@ func (f *FreshInformer) stopProbes() {
 // nothing while waits are held for another reason (an outage, a check, a
 // restore): what settles that releases them, and the server may be down.
 func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
-	start, _ := f.trust.position()
-	if f.trust.inDoubt() {
+	v := f.trust.view()
+	if v.held {
 		return false
 	}
-	st, seq := f.trust.stampNow()
+	start, st, seq := v.applied, v.stamp, v.seq
 	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
 	defer cancel()
 
@@ -306,13 +304,13 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 			return false
 		}
 	}
-	if f.trust.inDoubt() { // the read found a restore
+	if f.trust.view().held { // the read found a restore
 		return false
 	}
 	// The read was sent after every pending wait joined: a target above
 	// the server's resource version is beyond it.
 	f.trust.tooLarge(server, seq).Run()
-	if low, ok := f.trust.lowest(); !ok || server.Compare(low) < 0 {
+	if v := f.trust.view(); !v.anyTarget || server.Compare(v.lowest) < 0 {
 		return true // none is left, or those left joined since: probing for them can wait
 	}
 	if server.Compare(start) <= 0 {

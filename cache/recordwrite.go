@@ -10,7 +10,7 @@ import (
 // just now. It makes rv the newest resource version known from the server
 // (for the lag metric) if it is, and with metrics on, records how long the
 // cache takes to reach it (timing at most the 256 most recent writes the
-// cache has not reached, with one tracker callback). A write below the cache's resource version that
+// cache has not reached, with one callback). A write below the cache's resource version that
 // the stream never delivered starts a consistent limit=1 probe (one at a
 // time; WaitForFreshness callers wait for its answer) that detects a server
 // restored to an older revision. It returns an error
@@ -44,7 +44,7 @@ func (f *FreshInformer) NewestKnownResourceVersion() string {
 		newest = f.newestWrite
 	}
 	f.newestMu.Unlock()
-	if cur, _ := f.trust.position(); cur.Compare(newest) > 0 {
+	if cur := f.trust.view().applied; cur.Compare(newest) > 0 {
 		newest = cur
 	}
 	return newest.String()

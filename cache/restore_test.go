@@ -165,7 +165,7 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // the relist
-	st, _ := inf.trust.stampNow()
+	st := inf.trust.view().stamp
 	restoreAt60(inf, st)
 	restoreAt60(inf, st) // before the relist
 	regs.next(t)
@@ -203,7 +203,7 @@ func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
 	waitFresh(t, inf, "100")
 	rec.waitFor(t, 1)
 	lw.queueLists(listResponse{rv: "60", err: connectionRefused()}) // no relist yet
-	st, _ := inf.trust.stampNow()
+	st := inf.trust.view().stamp
 	restoreAt60(inf, st)
 	regs.next(t)
 	// An event the old stream had queued, applied after the declaration.

@@ -327,6 +327,5 @@ func name(obj any) string {
 
 // current returns the applied resource version.
 func (f *FreshInformer) current() freshness.RV {
-	rv, _ := f.trust.position()
-	return rv
+	return f.trust.view().applied
 }

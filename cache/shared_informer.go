@@ -94,7 +94,7 @@ type indexerView struct {
 // list at "0" before the first event), what client-go's store reports:
 // the resource version of the last list or object it stored.
 func (v indexerView) LastStoreSyncResourceVersion() string {
-	if _, state := v.f.trust.position(); state == plain || state == syncing {
+	if state := v.f.trust.view().state; state == plain || state == syncing {
 		return v.Indexer.LastStoreSyncResourceVersion()
 	}
 	return v.f.LastObservedResourceVersion()

@@ -27,7 +27,8 @@ import (
 // waits or probes it says how long it has been since anything was known,
 // not that the cache is behind.
 func (f *FreshInformer) Staleness() (time.Duration, bool) {
-	cur, state := f.trust.position()
+	tv := f.trust.view()
+	cur, state := tv.applied, tv.state
 	now := f.clock.Now()
 	p := &f.quiet
 	p.mu.Lock()

@@ -311,20 +311,6 @@ func (t *trust) answered(st stamp) rvwait.Due {
 	})
 }
 
-// restoring reports whether a declared restore waits for its relist.
-func (t *trust) restoring() bool {
-	var r bool
-	t.read(func() { r = t.state == restoring })
-	return r
-}
-
-// outageOn reports whether an outage holds waits.
-func (t *trust) outageOn() bool {
-	var on bool
-	t.read(func() { on = t.outage })
-	return on
-}
-
 // tooLarge fails the waits that joined by seq for targets above server, a
 // consistent read's resource version sent then: the server has not
 // reached them.
@@ -347,24 +333,29 @@ func (t *trust) stop() rvwait.Due {
 
 // --- reads ------------------------------------------------------------------
 
-// stampNow is the stamp of a request sent now, and the waits' join count.
-func (t *trust) stampNow() (st stamp, seq uint64) {
-	t.read(func() { st, seq = stamp{Epoch: t.epoch, Failures: t.failures}, t.waits.SeqLocked() })
-	return st, seq
+// trustView is the trust state at one moment (view).
+type trustView struct {
+	state   trustState
+	applied freshness.RV
+	stamp   stamp  // of a request sent now
+	seq     uint64 // the waits' joins so far (tooLarge)
+	// held: waits are held, as no position is trusted or something puts
+	// it in doubt; outage is one such thing.
+	held, outage bool
+	lowest       freshness.RV // the lowest pending target (of a wait or a callback)
+	anyTarget    bool         // some target is pending
+	pending      int          // callers blocked in a wait
+	advances     uint64       // proofs that moved applied
 }
 
-// position returns applied and the state.
-func (t *trust) position() (applied freshness.RV, state trustState) {
-	t.read(func() { applied, state = t.applied, t.state })
-	return applied, state
-}
-
-// inDoubt reports whether waits are held: no position is trusted, or
-// something puts it in doubt.
-func (t *trust) inDoubt() bool {
-	var d bool
-	t.read(func() { d = t.state != trusted || t.outage || t.checks > 0 || t.declaring > 0 })
-	return d
+func (t *trust) view() (v trustView) {
+	t.read(func() {
+		v = trustView{state: t.state, applied: t.applied, stamp: stamp{Epoch: t.epoch, Failures: t.failures},
+			seq: t.waits.SeqLocked(), outage: t.outage, pending: t.waits.PendingLocked(), advances: t.advances}
+		v.held = t.state != trusted || t.outage || t.checks > 0 || t.declaring > 0
+		v.lowest, v.anyTarget = t.waits.LowestLocked()
+	})
+	return v
 }
 
 // reached reports whether a wait for target would return nil now; one
@@ -376,26 +367,6 @@ func (t *trust) reached(target freshness.RV) bool {
 	var r bool
 	t.read(func() { r = t.waits.ReachedLocked(target) })
 	return r
-}
-
-// proofsApplied counts the proofs that moved applied.
-func (t *trust) proofsApplied() uint64 {
-	var n uint64
-	t.read(func() { n = t.advances })
-	return n
-}
-
-// pending returns how many callers are blocked in a wait.
-func (t *trust) pending() int {
-	var n int
-	t.read(func() { n = t.waits.PendingLocked() })
-	return n
-}
-
-// lowest returns the lowest pending target (of a wait or a callback).
-func (t *trust) lowest() (low freshness.RV, ok bool) {
-	t.read(func() { low, ok = t.waits.LowestLocked() })
-	return low, ok
 }
 
 // wait blocks until target is published reached; see WaitForFreshness.

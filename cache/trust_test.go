@@ -32,8 +32,8 @@ func TestProofAfterADeclaredRestoreIsVoid(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	st, _ := inf.trust.stampNow() // the probe's read is sent
-	declareRestore(t, inf)        // a restore check declares a restore meanwhile
+	st := inf.trust.view().stamp // the probe's read is sent
+	declareRestore(t, inf)       // a restore check declares a restore meanwhile
 	inf.applyMu.Lock()
 	inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the bookmark proof lands
 	ok, due := inf.trust.proved(mustRV(t, "150"), st)                       // and a snapshot's
@@ -53,7 +53,7 @@ func TestProofRacingARestoreNeverReleasesWaits(t *testing.T) {
 			inf, q, _ := queuedInformer(t, nil)
 			replace(t, q, "100", cm("a", "100"))
 			drain(t, q, inf, 1)
-			st, _ := inf.trust.stampNow()
+			st := inf.trust.view().stamp
 			var wg sync.WaitGroup
 			wg.Go(func() { declareRestore(t, inf) })
 			wg.Go(func() {

@@ -33,7 +33,7 @@ import (
 func (f *FreshInformer) Sync(ctx context.Context) error {
 	var rv freshness.RV
 	var err error
-	st, _ := f.trust.stampNow()
+	st := f.trust.view().stamp
 	if f.snapshotRoute() {
 		rv, _, err = f.snapshotProbe(ctx, st)
 	} else {
@@ -115,11 +115,10 @@ func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 // cache has applied, "" before the first list. It never decreases while the
 // informer runs, except by a declared regression.
 func (f *FreshInformer) LastObservedResourceVersion() string {
-	applied, _ := f.trust.position()
-	return applied.String()
+	return f.trust.view().applied.String()
 }
 
-// waitBounded is WaitForFreshness's wait once rv is parsed: the tracker's
+// waitBounded is WaitForFreshness's wait once rv is parsed: the trust's
 // wait, with the informer probing the server while it makes no progress.
 func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
 	if err := f.notStarted(target); err != nil {
@@ -141,11 +140,10 @@ func (f *FreshInformer) notStarted(target freshness.RV) error {
 	return &freshness.WaitError{Target: target.String(), Err: freshness.ErrNotStarted}
 }
 
-// afterFresh is AfterFreshness once rv is parsed: the tracker's callback,
+// afterFresh is AfterFreshness once rv is parsed: the trust's callback,
 // counted as a pending wait (so that a quiet resource is probed for it)
-// until it runs or is stopped. Like WaitForFreshness, it is held back while
-// a restore check is in flight (the check suspends the tracker): the cache
-// may have "reached" rv only on a history the server has lost.
+// until it runs or is stopped. Like WaitForFreshness, it is held back
+// while waits are (see the package documentation, "When a wait returns").
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
 	if err := f.notStarted(target); err != nil && !f.trust.reached(target) {
 		fn(err)
@@ -157,7 +155,7 @@ func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop fu
 		f.joinWait(target)
 	}
 	var due rvwait.Due
-	c.stopTracker, due = f.trust.afterFunc(target, c.fire)
+	c.stopWait, due = f.trust.afterFunc(target, c.fire)
 	due.Run() // fn, if it is due at once
 	return c.stop
 }
@@ -165,10 +163,10 @@ func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop fu
 // afterFreshCall is one AfterFreshness callback. Its mutex makes firing
 // and stopping exclusive: exactly one of them wins.
 type afterFreshCall struct {
-	f           *FreshInformer
-	fn          func(error)
-	joined      bool        // counted in the quiet probe's waiters
-	stopTracker func() bool // set before stop is handed out
+	f        *FreshInformer
+	fn       func(error)
+	joined   bool        // counted in the quiet probe's waiters
+	stopWait func() bool // set before stop is handed out
 
 	mu    sync.Mutex // guards ended; taken before quietProbe.mu (end leaves the probe's waiters)
 	ended bool       // fired or stopped
@@ -184,7 +182,7 @@ func (c *afterFreshCall) stop() bool {
 	if !c.end() {
 		return false
 	}
-	c.stopTracker()
+	c.stopWait()
 	return true
 }
 

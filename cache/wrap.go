@@ -68,7 +68,7 @@ type WrappedInformer struct {
 	// malformed are the last malformed resource versions of objects the
 	// handler was given, newest last (at most maxMalformedRVs).
 	malformed []string
-	// incomparable is set while the tracker is; cause is the store
+	// incomparable is set while waits fail; cause is the store
 	// resource version that made it so ("" for an object without any:
 	// client-go's fake clientsets stamp none).
 	incomparable bool
@@ -191,11 +191,11 @@ func (w *WrappedInformer) advanceFromStore() {
 }
 
 // advanceFromStoreLocked is advanceFromStore with the lock held. A comparable
-// store resource version moves the tracker (and ends an incomparable spell:
+// store resource version moves the position (and ends an incomparable spell:
 // the store has applied everything up to it). A malformed one is a single
-// object's if the handler has seen an object with it (the tracker has a
+// object's if the handler has seen an object with it (there is a
 // comparable position to go on from); otherwise it is a list's or a
-// bookmark's, and the tracker becomes incomparable.
+// bookmark's, and waits fail as incomparable.
 func (w *WrappedInformer) advanceFromStoreLocked() rvwait.Due {
 	s := w.GetIndexer().LastStoreSyncResourceVersion()
 	stored, err := freshness.ParseRV(s)

@@ -1,7 +1,7 @@
 // Package reflector describes freshinformer's layer between the API
 // server's list/watch stream and the informer's queue, and holds what users
-// read of it: the errors of refused lists (ErrStaleList, StaleListError,
-// IsStaleList), declared regressions (Regression and its reasons), the
+// read of it: the errors of refused lists (ErrStaleList, StaleListError),
+// declared regressions (Regression and its reasons), the
 // layer's counters (Stats, part of cache.Stats) and the plausibility bound
 // (Plausible). The layer itself, the guard the informer wraps its
 // ListerWatcher and queue with, is internal (internal/guard): only the

@@ -3,7 +3,6 @@ package reflector
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -23,11 +22,6 @@ const MaxRegressionSample = 10
 // it refuses a list older than its floor.
 var ErrStaleList = errors.New("list is older than the cache")
 
-// staleListMessage starts every StaleListError's message; IsStaleList
-// recognises it in errors that lost their chain (client-go's Reflector wraps
-// the list error with %v).
-const staleListMessage = "refused list at resource version "
-
 // StaleListError reports a refused list. The Reflector logs it, backs off
 // and relists.
 type StaleListError struct {
@@ -41,19 +35,11 @@ type StaleListError struct {
 
 // Error says which list was refused and why.
 func (e *StaleListError) Error() string {
-	return fmt.Sprintf(staleListMessage+"%s: older than %s already observed (refusal %d in a row)", e.ListResourceVersion, e.Floor, e.Refused)
+	return fmt.Sprintf("refused list at resource version %s: older than %s already observed (refusal %d in a row)", e.ListResourceVersion, e.Floor, e.Refused)
 }
 
 // Is reports whether target is ErrStaleList.
 func (e *StaleListError) Is(target error) bool { return target == ErrStaleList }
-
-// IsStaleList reports whether err reports a list refused by a Guard: it
-// matches ErrStaleList with errors.Is, or, for an error whose chain was
-// flattened on the way (client-go's Reflector wraps list errors with %v
-// before a WatchErrorHandler sees them), by its message.
-func IsStaleList(err error) bool {
-	return err != nil && (errors.Is(err, ErrStaleList) || strings.Contains(err.Error(), staleListMessage))
-}
 
 // RegressionReason says how a regression was detected.
 type RegressionReason string

@@ -1,27 +1,10 @@
 package reflector
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/freshinformer/freshinformer/freshness"
 )
-
-func TestIsStaleListSurvivesAFlattenedChain(t *testing.T) {
-	err := &StaleListError{ListResourceVersion: "90", Floor: "100", Refused: 2}
-	if !errors.Is(err, ErrStaleList) || !IsStaleList(err) {
-		t.Fatal("a StaleListError is not a stale list")
-	}
-	// client-go's Reflector wraps list errors with %v.
-	flat := fmt.Errorf("failed to list *v1.ConfigMap: %v", err)
-	if errors.Is(flat, ErrStaleList) || !IsStaleList(flat) {
-		t.Fatalf("flattened: errors.Is %v, IsStaleList %v", errors.Is(flat, ErrStaleList), IsStaleList(flat))
-	}
-	if IsStaleList(errors.New("connection refused")) || IsStaleList(nil) {
-		t.Fatal("other errors are stale lists")
-	}
-}
 
 func TestPlausibleBound(t *testing.T) {
 	rv := func(s string) freshness.RV {

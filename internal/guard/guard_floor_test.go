@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/freshinformer/freshinformer/reflector"
 	"testing"
+
+	"github.com/freshinformer/freshinformer/reflector"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,26 +143,38 @@ func TestRefusedWatchListIsStoppedAndFallbackCountedOnce(t *testing.T) {
 	w.Stop()
 }
 
-func TestClassifyError(t *testing.T) {
+// client-go's Reflector flattens a list's error chain before its watch
+// error handler sees it: Reported puts the Guard's refusal back, and
+// leaves other errors as they are (a failure, not 410 Gone, makes the next
+// list a consistent read).
+func TestReportedRestoresTheRefusal(t *testing.T) {
 	g := New(Options{InitialFloor: rv(t, "100")})
+	inner := &scriptWL{listRV: "120"}
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
+	if err := q.Replace(nil, "100"); err != nil {
+		t.Fatal(err)
+	}
 	refusal := q.Replace(nil, "50")
 	flat := fmt.Errorf("unable to sync list result: %v", refusal)
 	if errors.Is(flat, reflector.ErrStaleList) {
 		t.Fatal("test premise broken: a flattened error kept its chain")
 	}
-	got := g.ClassifyError(flat)
+	got := g.Reported(flat)
 	var se *reflector.StaleListError
 	if !errors.Is(got, reflector.ErrStaleList) || !errors.As(got, &se) || se.ListResourceVersion != "50" || got.Error() != flat.Error() {
-		t.Fatalf("ClassifyError = %v", got)
-	}
-	if !reflector.IsStaleList(flat) {
-		t.Fatal("IsStaleList missed a flattened refusal")
+		t.Fatalf("Reported = %v", got)
 	}
 	other := errors.New("connection refused")
-	if g.ClassifyError(other) != other || reflector.IsStaleList(other) {
-		t.Fatal("an unrelated error was classified as a refusal")
+	if g.Reported(other) != other {
+		t.Fatal("an unrelated error was taken for a refusal")
+	}
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := inner.lists[0]; o.ResourceVersion != "" {
+		t.Fatalf("the list after a reported failure %+v, want a consistent read", o)
 	}
 }
 
