@@ -448,7 +448,11 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
 	}
 	switch {
-	case prev.IsZero() || admitted.Regressed:
+	case admitted.Regression != nil:
+		r := *admitted.Regression // the Guard's findings, and the keys
+		r.Keys, r.WritesLost, r.SampleKeys = back.keys, back.lostWrites, back.sample
+		f.found(r, true)
+	case prev.IsZero():
 	case rv.Compare(prev) < 0:
 		found(reflector.RegressionStaleList)
 	case back.keys > 0:

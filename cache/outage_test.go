@@ -354,7 +354,9 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
-	guardOwner{inf}.Regressed(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"})
+	inf.applyMu.Lock() // a regression found meanwhile
+	inf.found(reflector.Regression{Reason: reflector.RegressionStaleList, ListResourceVersion: "90", Floor: "100"}, true)
+	inf.unlockApply()
 	regs.next(t)
 	release()
 	waitFresh(t, inf, "50")

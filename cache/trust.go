@@ -30,6 +30,10 @@ type trust struct {
 	// (LastObservedResourceVersion). Written with applyMu held too, so the
 	// apply path reads it under applyMu alone.
 	applied freshness.RV
+	// shown is what LastObservedResourceVersion reports: applied, except
+	// that it does not go back while the regression that moves applied
+	// back is being declared (publishLocked).
+	shown freshness.RV
 	// proven is the newest position a snapshot or bookmark proof reached
 	// in this epoch; the Guard's floor is at least it.
 	proven freshness.RV
@@ -73,11 +77,9 @@ const (
 	plain
 )
 
-// gap is a bookmark proof: the stream holds no event in (lo, hi].
-type gap struct {
-	lo, hi freshness.RV
-	epoch  uint64
-}
+// gap is a bookmark proof of this epoch: the stream holds no event in
+// (lo, hi].
+type gap struct{ lo, hi freshness.RV }
 
 // stamp is guard.Stamp: the epoch and failure count when a request was
 // sent.
@@ -90,11 +92,20 @@ func (t *trust) publishLocked() rvwait.Due {
 	switch {
 	case t.stopped:
 		return t.waits.StopLocked(freshness.ErrStopped)
-	case t.state == plain:
+	}
+	if t.declaring == 0 || t.applied.Compare(t.shown) > 0 {
+		t.shown = t.applied
+	}
+	if t.state == plain {
 		return t.waits.FailLocked(t.plainErr)
 	}
-	open := t.state == trusted && !t.outage && t.checks == 0 && t.declaring == 0
-	return t.waits.PublishLocked(t.applied, open)
+	return t.waits.PublishLocked(t.applied, t.openLocked())
+}
+
+// openLocked reports whether waits may be released up to applied: it is
+// trusted, and nothing puts it in doubt.
+func (t *trust) openLocked() bool {
+	return t.state == trusted && !t.outage && t.checks == 0 && t.declaring == 0
 }
 
 // update runs change under the lock, then publishes.
@@ -139,11 +150,9 @@ func (t *trust) advance(rv freshness.RV) rvwait.Due {
 func (t *trust) closeGapsLocked() {
 	kept := t.gaps[:0]
 	for _, g := range t.gaps {
-		switch {
-		case g.epoch != t.epoch:
-		case t.applied.Compare(g.lo) >= 0:
+		if t.applied.Compare(g.lo) >= 0 {
 			t.raiseLocked(g.hi)
-		default:
+		} else {
 			kept = append(kept, g)
 		}
 	}
@@ -191,31 +200,22 @@ func (t *trust) listedAtZero(st stamp) rvwait.Due {
 	})
 }
 
-// incomparable enters plain mode: every wait fails with err.
+// incomparable enters plain mode: every wait fails with err. Applied
+// stays what the cache last reached in order.
 func (t *trust) incomparable(err error) rvwait.Due {
 	return t.update(func() {
-		t.state, t.plainErr, t.applied, t.proven, t.gaps = plain, err, freshness.RV{}, freshness.RV{}, nil
+		t.state, t.plainErr, t.proven, t.gaps = plain, err, freshness.RV{}, nil
 		t.outage = false // nothing is told "fresh" anyway
 	})
-}
-
-// dropsQueued reports whether what the queue holds is of a history a
-// declared restore replaces: every event, and lists requested before it.
-// applyMu is held.
-func (t *trust) dropsQueued(list bool, st stamp) bool {
-	var drop bool
-	t.read(func() { drop = t.state == restoring && (!list || st.Epoch < t.restoreEpoch) })
-	return drop
 }
 
 // --- evidence off the stream ------------------------------------------------
 
 // proved records a snapshot proof (applyMu held): the cache holds the
-// server's state at rv. It reports false if a regression found since the
-// snapshot was asked for voids it.
+// server's state at rv. It reports false if the proof is void (provesNow).
 func (t *trust) proved(rv freshness.RV, st stamp) (ok bool, due rvwait.Due) {
 	due = t.update(func() {
-		if ok = st.Epoch == t.epoch && t.state == trusted; ok {
+		if ok = t.provesNowLocked(st); ok {
 			t.raiseLocked(rv)
 		}
 	})
@@ -226,12 +226,21 @@ func (t *trust) proved(rv freshness.RV, st stamp) (ok bool, due rvwait.Due) {
 // event in (lo, hi], so once applied reaches lo it may move to hi.
 func (t *trust) provedGap(lo, hi freshness.RV, st stamp) rvwait.Due {
 	return t.update(func() {
-		if st.Epoch != t.epoch || t.state != trusted {
+		if !t.provesNowLocked(st) {
 			return
 		}
-		t.gaps = append(t.gaps, gap{lo: lo, hi: hi, epoch: st.Epoch})
+		t.gaps = append(t.gaps, gap{lo: lo, hi: hi})
 		t.closeGapsLocked()
 	})
+}
+
+// provesNowLocked reports whether a proof whose request was sent at st
+// still speaks for the cache: no regression was found since (the history
+// it compared was not rewritten), and no request failed nor stream broke
+// since (the server it reached may have restarted, from a restored etcd
+// whose history the rest of the proof comes from).
+func (t *trust) provesNowLocked(st stamp) bool {
+	return st.Epoch == t.epoch && st.Failures == t.failures && t.state == trusted
 }
 
 // found records a regression found (applyMu held), to be declared once
@@ -251,9 +260,9 @@ func (t *trust) declared(n int) rvwait.Due {
 	return t.update(func() { t.declaring -= n })
 }
 
-// regressed records a regression the Guard declared as it admitted a
-// list: proofs in flight are void (the list follows, and the floor with
-// it).
+// regressed records that the Guard admitted a list older than the floor,
+// to be declared as it is applied: proofs in flight are void (the floor
+// follows the list).
 func (t *trust) regressed() {
 	t.update(t.newEpochLocked)
 }
@@ -335,10 +344,10 @@ func (t *trust) stop() rvwait.Due {
 
 // trustView is the trust state at one moment (view).
 type trustView struct {
-	state   trustState
-	applied freshness.RV
-	stamp   stamp  // of a request sent now
-	seq     uint64 // the waits' joins so far (tooLarge)
+	state          trustState
+	applied, shown freshness.RV // shown: LastObservedResourceVersion
+	stamp          stamp        // of a request sent now
+	seq            uint64       // the waits' joins so far (tooLarge)
 	// held: waits are held, as no position is trusted or something puts
 	// it in doubt; outage is one such thing.
 	held, outage bool
@@ -350,9 +359,9 @@ type trustView struct {
 
 func (t *trust) view() (v trustView) {
 	t.read(func() {
-		v = trustView{state: t.state, applied: t.applied, stamp: stamp{Epoch: t.epoch, Failures: t.failures},
+		v = trustView{state: t.state, applied: t.applied, shown: t.shown, stamp: stamp{Epoch: t.epoch, Failures: t.failures},
 			seq: t.waits.SeqLocked(), outage: t.outage, pending: t.waits.PendingLocked(), advances: t.advances}
-		v.held = t.state != trusted || t.outage || t.checks > 0 || t.declaring > 0
+		v.held = !t.openLocked()
 		v.lowest, v.anyTarget = t.waits.LowestLocked()
 	})
 	return v

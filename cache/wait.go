@@ -115,7 +115,7 @@ func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 // cache has applied, "" before the first list. It never decreases while the
 // informer runs, except by a declared regression.
 func (f *FreshInformer) LastObservedResourceVersion() string {
-	return f.trust.view().applied.String()
+	return f.trust.view().shown.String()
 }
 
 // waitBounded is WaitForFreshness's wait once rv is parsed: the trust's

@@ -37,9 +37,10 @@ type Owner interface {
 	Floor() (proven freshness.RV, restoring bool)
 	// Stamp returns the stamp of a request sent now.
 	Stamp() Stamp
-	// Regressed declares a regression the Guard found admitting a list
-	// (RegressionConsistentList, RegressionStaleList).
-	Regressed(reflector.Regression)
+	// Regressing is told that the Guard admitted a list older than the
+	// floor, which the informer will follow back (ListAdmission.Regression):
+	// what it proved of the history that list rewrites is void.
+	Regressing()
 	// Broken is told that a request failed, or a stream ended well before
 	// its timeout: the server may be restarting, and may come back from a
 	// restored etcd. It must not block.
@@ -139,7 +140,7 @@ type nopOwner struct{}
 
 func (nopOwner) Floor() (freshness.RV, bool)    { return freshness.RV{}, false }
 func (nopOwner) Stamp() Stamp                   { return Stamp{} }
-func (nopOwner) Regressed(reflector.Regression) {}
+func (nopOwner) Regressing()                    {}
 func (nopOwner) Broken()                        {}
 func (nopOwner) Resuming(context.Context) bool  { return false }
 
@@ -186,10 +187,11 @@ func (g *Guard) floorLocked() (floor freshness.RV, restoring bool) {
 type ListAdmission struct {
 	// Stamp is the list request's.
 	Stamp Stamp
-	// Regressed says the list is older than the floor and the Guard
-	// declared that (Owner.Regressed): the informer follows it back
-	// without declaring it again.
-	Regressed bool
+	// Regression, when set, says the list is older than the floor and
+	// accepted (RegressionConsistentList, RegressionStaleList): the
+	// informer declares it as it applies the list, after what was queued
+	// ahead of it, and follows it back.
+	Regression *reflector.Regression
 }
 
 // TakeList returns what the Guard decided about the next list in the
@@ -274,10 +276,10 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 		if g.refused == 0 {
 			r.Since = 0
 		}
-		a.Regressed = true
+		a.Regression = &r
 		undo = g.admitLocked(listRV, a)
 		g.mu.Unlock()
-		g.opts.Owner.Regressed(r)
+		g.opts.Owner.Regressing()
 		return undo, nil
 	}
 	if !fallback {

@@ -222,7 +222,7 @@ func TestRestoreRelistsConsistently(t *testing.T) {
 		t.Fatalf("TakeList: %+v, want the relist with its request's stamp", a)
 	}
 	if _, _, n := owner.counts(); n != 0 {
-		t.Fatalf("the Guard declared %d regressions: the Owner declared the restore", n)
+		t.Fatalf("the Guard found %d regressing lists: the Owner declared the restore", n)
 	}
 	owner.mu.Lock()
 	owner.restoring = false

@@ -39,7 +39,7 @@ type fakeOwner struct {
 	proven      freshness.RV
 	restoring   bool
 	stamp       Stamp
-	regressions []reflector.Regression
+	regressing  int
 	broken      int
 	resumed     int  // Resuming calls
 	relist      bool // Resuming's answer
@@ -57,10 +57,10 @@ func (o *fakeOwner) Stamp() Stamp {
 	return o.stamp
 }
 
-func (o *fakeOwner) Regressed(r reflector.Regression) {
+func (o *fakeOwner) Regressing() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.regressions = append(o.regressions, r)
+	o.regressing++
 }
 
 func (o *fakeOwner) Broken() {
@@ -79,7 +79,7 @@ func (o *fakeOwner) Resuming(context.Context) bool {
 func (o *fakeOwner) counts() (broken, resumed, regressions int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.broken, o.resumed, len(o.regressions)
+	return o.broken, o.resumed, o.regressing
 }
 
 func floorAt(s string) freshness.RV {
@@ -186,8 +186,8 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	if err := q.Replace(nil, "90"); err != nil {
 		t.Fatalf("stale list past the bound refused: %v", err)
 	}
-	if got := owner.regressions; len(got) != 1 || got[0].Refused != 2 || got[0].Since != 61*time.Second || got[0].Reason != reflector.RegressionStaleList {
-		t.Fatalf("regressions reported: %+v", got)
+	if _, _, n := owner.counts(); n != 1 {
+		t.Fatalf("the Owner was told of %d regressing lists, want 1", n)
 	}
 	// Until the cache takes the declared list, its applied floor is the
 	// history the server went back from: the watch after the list starts
@@ -196,8 +196,9 @@ func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 		t.Fatalf("Floor() = %s while the declared list waits in the queue, want 90", f)
 	}
 	// As FreshInformer does when it applies the two lists:
-	if a, b := g.TakeList(), g.TakeList(); a != (ListAdmission{}) || b != (ListAdmission{Regressed: true}) {
-		t.Fatalf("TakeList: %+v then %+v, want the list at 90 marked regressed", a, b)
+	a, b := g.TakeList(), g.TakeList()
+	if r := b.Regression; a != (ListAdmission{}) || r == nil || r.Reason != reflector.RegressionStaleList || r.Refused != 2 || r.Since != 61*time.Second || r.ListResourceVersion != "90" || r.Floor != "100" {
+		t.Fatalf("TakeList: %+v then %+v, want the list at 90 carrying its regression (refused twice over 61s)", a, b)
 	}
 	// The streak starts over: the next stale list (below the accepted 90)
 	// is refused again.
