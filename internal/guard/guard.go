@@ -138,11 +138,11 @@ func New(opts Options) *Guard {
 
 type nopOwner struct{}
 
-func (nopOwner) Floor() (freshness.RV, bool)    { return freshness.RV{}, false }
-func (nopOwner) Stamp() Stamp                   { return Stamp{} }
-func (nopOwner) Regressing()                    {}
-func (nopOwner) Broken()                        {}
-func (nopOwner) Resuming(context.Context) bool  { return false }
+func (nopOwner) Floor() (freshness.RV, bool)   { return freshness.RV{}, false }
+func (nopOwner) Stamp() Stamp                  { return Stamp{} }
+func (nopOwner) Regressing()                   {}
+func (nopOwner) Broken()                       {}
+func (nopOwner) Resuming(context.Context) bool { return false }
 
 // SetLogger sets the logger the Guard reports through.
 func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }

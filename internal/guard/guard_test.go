@@ -35,14 +35,14 @@ func TestMain(m *testing.M) {
 
 // fakeOwner is an Owner the test sets and reads.
 type fakeOwner struct {
-	mu          sync.Mutex
-	proven      freshness.RV
-	restoring   bool
-	stamp       Stamp
-	regressing  int
-	broken      int
-	resumed     int  // Resuming calls
-	relist      bool // Resuming's answer
+	mu         sync.Mutex
+	proven     freshness.RV
+	restoring  bool
+	stamp      Stamp
+	regressing int
+	broken     int
+	resumed    int  // Resuming calls
+	relist     bool // Resuming's answer
 }
 
 func (o *fakeOwner) Floor() (freshness.RV, bool) {
