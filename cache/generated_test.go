@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +21,7 @@ import (
 	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/clientset/versioned/fake"
 	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/informers/externalversions"
 	"github.com/freshinformer/freshinformer/freshtest"
+	"github.com/freshinformer/freshinformer/metrics"
 )
 
 var countersResource = schema.GroupResource{Group: "counting.examples.freshinformer.io", Resource: "counters"}
@@ -56,7 +59,12 @@ func TestInformerForGeneratedFactory(t *testing.T) {
 			}
 			return obj, nil
 		}))
-	counters, err := cache.InformerFor(factory, client.CountingV1alpha1().Counters, cache.WithName("counters"))
+	registry := prometheus.NewRegistry()
+	provider, err := metrics.NewProvider(registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counters, err := cache.InformerFor(factory, client.CountingV1alpha1().Counters, cache.WithName("counters"), cache.WithMetrics(provider))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +109,9 @@ func TestInformerForGeneratedFactory(t *testing.T) {
 	}
 	if err := counters.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(registry, "freshinformer_observed_resource_version"); err != nil || n != 1 {
+		t.Fatalf("observed resource version series: %d, %v", n, err)
 	}
 }
 
