@@ -105,7 +105,7 @@ CONFORMANCE_ARGS ?=
 
 .PHONY: conformance
 
-conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs against the library and upstream (control), -race (about 4 min).
+conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
 	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)
