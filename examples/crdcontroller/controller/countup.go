@@ -79,11 +79,18 @@ func CountUp(ctx context.Context, cfg *rest.Config, namespace string, counters, 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(runCtx, workers) }()
-	defer func() { stop(); <-done }()
+	// The stats are read once the workers are done: the server may show a
+	// write before its worker has counted it.
+	finish := func(err error) (Stats, time.Duration, error) {
+		elapsed := time.Since(start)
+		stop()
+		<-done
+		return c.Stats(), elapsed, err
+	}
 	for {
 		list, err := api.Counters(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return c.Stats(), time.Since(start), err
+			return finish(err)
 		}
 		finished := 0
 		for _, counter := range list.Items {
@@ -92,11 +99,11 @@ func CountUp(ctx context.Context, cfg *rest.Config, namespace string, counters, 
 			}
 		}
 		if finished == counters {
-			return c.Stats(), time.Since(start), nil
+			return finish(nil)
 		}
 		select {
 		case <-ctx.Done():
-			return c.Stats(), time.Since(start), fmt.Errorf("%d of %d counters reached %d: %w", finished, counters, target, ctx.Err())
+			return finish(fmt.Errorf("%d of %d counters reached %d: %w", finished, counters, target, ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
