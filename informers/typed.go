@@ -216,10 +216,11 @@ func (f *SharedInformerFactory[I]) newerForResource(gvr schema.GroupVersionResou
 	if !ok {
 		return nil, false
 	}
-	if _, ok := f.newerResource(obj); !ok {
+	res, ok := f.newerResource(obj)
+	if !ok {
 		return nil, false
 	}
-	return genericInformer{informer: f.informerFor(obj, nil, true), resource: gvr.GroupResource()}, true
+	return genericInformer{informer: f.typed(res), resource: gvr.GroupResource()}, true
 }
 
 // Start starts every informer made so far that is not running yet.
