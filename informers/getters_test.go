@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,7 +122,7 @@ func init() {
 func TestGettersStartNoGoroutine(t *testing.T) {
 	typed := cache.NewSharedInformerFactory(fake.NewClientset(), 0, cache.WithNamespace("ns"))
 	dyn := cache.NewDynamicSharedInformerFactory(dynamicfake.NewSimpleDynamicClient(scheme.Scheme), 0)
-	before := runtime.NumGoroutine()
+	before := goroutineIDs()
 	for range 3 {
 		typed.Core().V1().Pods().Informer()
 		typed.Apps().V1().Deployments().Lister()
@@ -134,7 +135,29 @@ func TestGettersStartNoGoroutine(t *testing.T) {
 		})
 		dyn.ForResource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}).Lister()
 	}
-	if after := runtime.NumGoroutine(); after != before {
-		t.Fatalf("%d goroutines before the getters, %d after", before, after)
+	for id, stack := range goroutineIDs() {
+		if _, ok := before[id]; !ok {
+			t.Errorf("a getter started goroutine %s:\n%s", id, stack)
+		}
 	}
+}
+
+// goroutineIDs returns the live goroutines' stacks by ID.
+func goroutineIDs() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	ids := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if id, _, ok := strings.Cut(strings.TrimPrefix(g, "goroutine "), " "); ok {
+			ids[id] = g
+		}
+	}
+	return ids
 }
