@@ -110,6 +110,16 @@ func (a accessors[I]) InformerFor(obj runtime.Object, newFunc internalinterfaces
 	return a.f.informerFor(obj, newFunc, true)
 }
 
+// NewGroup returns client-go's API group accessor that newGroup (the
+// group package's New, such as lifecycle.New) makes over f, as f.Core()
+// is made: its informers are f's Is in f's namespace and list options. It
+// is for the groups of a client-go newer than f's own accessors (0.37's
+// Lifecycle()); passing f itself to newGroup gives plain informers, since
+// f cannot see the scope newGroup's informers are asked in.
+func NewGroup[G any, I Informer](f *SharedInformerFactory[I], newGroup func(internalinterfaces.SharedInformerFactory, string, internalinterfaces.TweakListOptionsFunc) G) G {
+	return newGroup(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
+}
+
 // errNotInformer is matched by the error for a resource whose informer in
 // the factory is a plain one.
 var errNotInformer = errors.New("the factory's informer of the resource is not freshness-aware")
