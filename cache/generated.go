@@ -47,11 +47,14 @@ type typedClient[L runtime.Object] interface {
 // generatedFactory is what InformerFor needs of an informer-gen factory. F
 // is its internalinterfaces.NewInformerFunc, a func(clientset, resync); G
 // its GenericInformer.
-type generatedFactory[F any, G interface {
-	Informer() toolscache.SharedIndexInformer
-}] interface {
+type generatedFactory[F any, G genericInformer] interface {
 	InformerFor(obj runtime.Object, newFunc F) toolscache.SharedIndexInformer
 	ForResource(resource schema.GroupVersionResource) (G, error)
+}
+
+// genericInformer is an informer-gen factory's GenericInformer.
+type genericInformer interface {
+	Informer() toolscache.SharedIndexInformer
 }
 
 // ErrUnsupportedFactory is matched by the error of InformerFor and
@@ -84,9 +87,7 @@ var ErrUnsupportedFactory = errors.New("not an informer-gen factory")
 // (see the file's comment), and matching ErrUnknownResource if the
 // factory serves the kind under another resource than the one named (the
 // informer is then the factory's, named wrong: pass WithResource).
-func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G interface {
-	Informer() toolscache.SharedIndexInformer
-}, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(namespace string) T, opts ...Option) (*FreshInformer, error) {
+func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(namespace string) T, opts ...Option) (*FreshInformer, error) {
 	return generatedInformerFor[F, C](factory, client, true, opts)
 }
 
@@ -94,15 +95,11 @@ func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any
 // client getter takes no namespace:
 //
 //	ceilings, err := cache.ClusterInformerFor(factory, clientset.CountingV1alpha1().Ceilings)
-func ClusterInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G interface {
-	Informer() toolscache.SharedIndexInformer
-}, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func() T, opts ...Option) (*FreshInformer, error) {
+func ClusterInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func() T, opts ...Option) (*FreshInformer, error) {
 	return generatedInformerFor[F, C](factory, func(string) T { return client() }, false, opts)
 }
 
-func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G interface {
-	Informer() toolscache.SharedIndexInformer
-}, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(string) T, namespaced bool, opts []Option) (*FreshInformer, error) {
+func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(string) T, namespaced bool, opts []Option) (*FreshInformer, error) {
 	namespace, tweak, err := generatedScope(factory)
 	if err != nil {
 		return nil, err
@@ -148,15 +145,15 @@ func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInform
 		}
 		return nil, fmt.Errorf("%w: the factory made its informer of %T before (an accessor, lister or ForResource asked for it first): call InformerFor right after making the factory", ErrNotFreshInformer, obj)
 	}
-	if g, err := factory.ForResource(gvr); err != nil || g.Informer() == nil || !sameInformer(g.Informer(), made) {
+	if g, err := factory.ForResource(gvr); err != nil || !servedBy(g, made) {
 		return made, fmt.Errorf("%w: the factory does not serve %T as %s: name its resource with WithResource", ErrUnknownResource, obj, gvr)
 	}
 	return made, nil
 }
 
-// sameInformer reports whether inf is f or a view of f.
-func sameInformer(inf toolscache.SharedIndexInformer, f *FreshInformer) bool {
-	got, ok := FreshInformerOf(inf)
+// servedBy reports whether g's informer is f (or a view of it).
+func servedBy(g genericInformer, f *FreshInformer) bool {
+	got, ok := FreshInformerOf(g.Informer())
 	return ok && got == f
 }
 
