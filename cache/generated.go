@@ -23,8 +23,8 @@ import (
 // and ClusterInformerFor put a FreshInformer in such a factory instead,
 // through the one door every generated accessor goes through: the
 // factory's InformerFor(obj, newFunc), whose first call for a type decides.
-// They rely on this shape of the generated code (code-generator's, the
-// same from 0.20 to 0.37):
+// They rely on this shape of the generated code (code-generator's 0.35 to
+// 0.37 output has it):
 //
 //   - the factory is a pointer to a struct whose fields namespace (string)
 //     and tweakListOptions (func(*metav1.ListOptions)) hold its
