@@ -16,7 +16,6 @@ import (
 // A code-generated (informer-gen) factory's informer of a kind becomes a
 // FreshInformer in one call, behind the generated accessor and lister.
 func ExampleInformerFor() {
-	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewSimpleClientset() // the generated clientset in production
 	freshtest.Stamp(&client.Fake, client.Tracker())
 	factory := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace("ns"))
@@ -26,6 +25,7 @@ func ExampleInformerFor() {
 		return
 	}
 	lister := factory.Counting().V1alpha1().Counters().Lister()
+	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	defer func() { cancel(); factory.Shutdown() }()
 	factory.WaitForCacheSync(ctx.Done())

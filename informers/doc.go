@@ -90,8 +90,8 @@
 // when a newer client-go is built in, so the accessors of newer groups
 // (factory.Lifecycle() on 0.37) are promoted from a client-go factory the
 // typed factory embeds: their informers are client-go's, without
-// freshness (ForResource gives Is); Start, WaitForCacheSync and Shutdown
-// cover them. A clientset of one's own without a core REST client gets
+// freshness (NewGroup and ForResource give Is); Start, WaitForCacheSync
+// and Shutdown cover them. A clientset of one's own without a core REST client gets
 // client-go's plain informer for resources outside the table.
 //
 // # Lookups
