@@ -6,7 +6,7 @@ FUZZTIME ?= 60s
 BENCHCOUNT ?= 10
 PKGS := ./...
 
-.PHONY: help test promtool bench fuzz lint soak soak-model
+.PHONY: help test codegen promtool bench fuzz lint soak soak-model
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -16,7 +16,7 @@ help: ## List the targets.
 # there and otherwise skip, saying so. CI sets it.
 PROMTOOL ?=
 
-test: ## go vet, then every unit test (with fuzz seed corpora) under -race; PROMTOOL=1 also installs promtool for the alert rule checks.
+test: ## go vet, then every unit test (with fuzz seed corpora) under -race, binary size, generated code current; PROMTOOL=1 also installs promtool for the alert rule checks.
 	@if [ "$(PROMTOOL)" = 1 ]; then $(MAKE) --no-print-directory promtool; \
 	  elif ! command -v promtool >/dev/null 2>&1; then echo "promtool not installed: the alert rule checks skip (make test PROMTOOL=1 installs it)"; fi
 	$(GO) vet $(PKGS)
@@ -24,6 +24,10 @@ test: ## go vet, then every unit test (with fuzz seed corpora) under -race; PROM
 	cd freshctrl && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd examples/crcounter && $(GO) vet ./...
 	GO=$(GO) hack/binsize.sh
+	GO=$(GO) hack/update-codegen.sh --verify
+
+codegen: ## Regenerate examples/crdcontroller's clientset, listers and informers (k8s.io/code-generator at go.mod's client-go); make test fails when they are stale.
+	GO=$(GO) hack/update-codegen.sh
 
 promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
 	@command -v promtool >/dev/null 2>&1 || { \
@@ -105,7 +109,7 @@ CONFORMANCE_ARGS ?=
 
 .PHONY: conformance
 
-conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs against the library and upstream (control), -race (about 4 min).
+conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
 	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)

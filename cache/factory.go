@@ -127,6 +127,20 @@ func NewDynamicSharedInformerFactory(client dynamic.Interface, defaultResync tim
 	return informers.NewDynamicSharedInformerFactory(client, defaultResync, factoryConfig(opts))
 }
 
+// NewGroup returns client-go's API group accessor that newGroup (the group
+// package's New) makes over the factory, as factory.Core() is made: its
+// informers are the factory's FreshInformers, in its namespace and list
+// options. It gives the groups of a client-go newer than the factory's own
+// accessors, such as 0.37's Lifecycle(), which the factory lends from an
+// embedded client-go factory (plain informers):
+//
+//	type factory struct{ *cache.SharedInformerFactory }
+//
+//	func (f factory) Lifecycle() lifecycle.Interface { return cache.NewGroup(f.SharedInformerFactory, lifecycle.New) }
+func NewGroup[G any](factory *SharedInformerFactory, newGroup func(internalinterfaces.SharedInformerFactory, string, internalinterfaces.TweakListOptionsFunc) G) G {
+	return informers.NewGroup(factory, newGroup)
+}
+
 // SyncAll is a read barrier over several informers: it returns once each
 // listed resource's informer in source reflects everything the server had
 // committed when SyncAll was called (see FreshInformer.Sync). Every

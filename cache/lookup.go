@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -113,14 +114,15 @@ func (s Sources) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
 }
 
 // resourceByType finds the resource of the informer whose example object
-// has obj's Go type; unstructured objects, and types no single informer
-// has, are named by their kind instead.
+// has obj's Go type (its reflect.Type: two packages' types may print
+// alike); unstructured objects, and types no single informer has, are
+// named by their kind instead.
 func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupResource, error) {
 	if _, ok := obj.(runtime.Unstructured); !ok {
 		var found []schema.GroupResource
 		for _, inf := range infs {
 			gr := inf.Resource()
-			if sameType(inf.objectType, obj) && !gr.Empty() && !slices.Contains(found, gr) {
+			if reflect.TypeOf(inf.objectType) == reflect.TypeOf(obj) && !gr.Empty() && !slices.Contains(found, gr) {
 				found = append(found, gr)
 			}
 		}
@@ -130,10 +132,6 @@ func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupReso
 	}
 	gvr, err := (resources.Mapper{}).ResourceFor(obj)
 	return gvr.GroupResource(), err
-}
-
-func sameType(a, b any) bool {
-	return a != nil && b != nil && fmt.Sprintf("%T", a) == fmt.Sprintf("%T", b)
 }
 
 // FreshInformerOf returns the FreshInformer behind inf: inf itself, or the

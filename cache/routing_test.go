@@ -2,9 +2,11 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,5 +100,30 @@ func TestSelectorMatches(t *testing.T) {
 		if got := tc.s.Matches(tc.ns, tc.obj, tc.lbls); got != tc.wantMatch {
 			t.Errorf("%s: Matches = %v, want %v", tc.name, got, tc.wantMatch)
 		}
+	}
+}
+
+// Two Go types that print the same %T (core/v1 Event and
+// events.k8s.io/v1 Event are both *v1.Event) are two types: an informer of
+// one never names the other's resource.
+func TestResourceForTellsSamePrintedTypesApart(t *testing.T) {
+	core := NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.Event{}, 0, nil)
+	events := NewSharedIndexInformer(&toolscache.ListWatch{}, &eventsv1.Event{}, 0, nil)
+	coreGR := schema.GroupResource{Resource: "events"}
+	eventsGR := schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
+	if fmt.Sprintf("%T", &corev1.Event{}) != fmt.Sprintf("%T", &eventsv1.Event{}) {
+		t.Fatal("the two types no longer print alike: pick two that do")
+	}
+	for name, r := range map[string]ResourceResolver{
+		"InformerList":        InformerList{core},
+		"InformerMap":         InformerMap{coreGR: core},
+		"Sources, core first": Sources{InformerList{core}, InformerList{events}},
+	} {
+		if gr, err := r.ResourceFor(&eventsv1.Event{}); err != nil || gr != eventsGR {
+			t.Errorf("%s.ResourceFor(events.k8s.io Event) = %v, %v; want %v", name, gr, err, eventsGR)
+		}
+	}
+	if gr, err := (Sources{InformerList{events}, InformerList{core}}).ResourceFor(&corev1.Event{}); err != nil || gr != coreGR {
+		t.Errorf("ResourceFor(core Event) = %v, %v; want %v", gr, err, coreGR)
 	}
 }

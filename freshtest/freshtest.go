@@ -31,12 +31,14 @@ package freshtest
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,12 +64,66 @@ func NewClientset(objects ...runtime.Object) *fake.Clientset {
 }
 
 // NewSimpleDynamicClient returns client-go's fake dynamic client
-// (dynamicfake.NewSimpleDynamicClient) stamping resource versions.
+// (dynamicfake.NewSimpleDynamicClient) stamping resource versions. As
+// there, objects may be typed (scheme names their kind) or unstructured,
+// and the client lists every kind of scheme and of the objects.
 func NewSimpleDynamicClient(scheme *runtime.Scheme, objects ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	c := dynamicfake.NewSimpleDynamicClient(scheme)
+	seeds := make([]runtime.Object, 0, len(objects))
+	for _, obj := range objects {
+		u, err := toUnstructured(scheme, obj)
+		if err != nil {
+			panic(fmt.Sprintf("freshtest: %v", err))
+		}
+		seeds = append(seeds, u)
+	}
+	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(unstructuredScheme(scheme, seeds), nil)
 	t := Stamp(&c.Fake, c.Tracker())
-	mustAdd(t, objects)
+	mustAdd(t, seeds)
 	return c
+}
+
+// unstructuredScheme registers every kind of scheme and of the objects as
+// unstructured (kinds ending in List as lists), as client-go's dynamic
+// fake does.
+func unstructuredScheme(scheme *runtime.Scheme, objects []runtime.Object) *runtime.Scheme {
+	s := runtime.NewScheme()
+	register := func(gvk schema.GroupVersionKind) {
+		if s.Recognizes(gvk) {
+			return
+		}
+		if strings.HasSuffix(gvk.Kind, "List") {
+			s.AddKnownTypeWithName(gvk, &unstructured.UnstructuredList{})
+			return
+		}
+		s.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
+	}
+	for gvk := range scheme.AllKnownTypes() {
+		register(gvk)
+	}
+	for _, obj := range objects {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		register(gvk)
+		register(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	}
+	return s
+}
+
+// toUnstructured converts obj as client-go's dynamic fake does: its
+// content, with the kind it carries or else scheme's.
+func toUnstructured(scheme *runtime.Scheme, obj runtime.Object) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T to unstructured: %w", obj, err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if gvk := u.GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" {
+		gvks, _, err := scheme.ObjectKinds(obj)
+		if err != nil {
+			return nil, fmt.Errorf("the kind of %T: %w", obj, err)
+		}
+		u.SetGroupVersionKind(gvks[0])
+	}
+	return u, nil
 }
 
 // NewSimpleDynamicClientWithCustomListKinds is

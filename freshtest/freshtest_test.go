@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/readyourwrites"
@@ -181,5 +182,26 @@ func TestDynamicClient(t *testing.T) {
 	got, err := c.Resource(gvr).Namespace("ns").Create(ctx, w2, metav1.CreateOptions{})
 	if err != nil || rvOf(t, got.GetResourceVersion()) <= rvOf(t, list.GetResourceVersion()) {
 		t.Fatalf("dynamic create: %v %v", got, err)
+	}
+}
+
+// NewSimpleDynamicClient takes typed seed objects, and unstructured ones of
+// kinds the scheme does not know, as client-go's dynamic fake does.
+func TestDynamicClientTypedSeeds(t *testing.T) {
+	ctx := context.Background()
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("example.com/v1")
+	w.SetKind("Widget")
+	w.SetNamespace("ns")
+	w.SetName("w")
+	c := NewSimpleDynamicClient(scheme.Scheme, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}, w)
+	for gvr, name := range map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "configmaps"}:                    "c",
+		{Group: "example.com", Version: "v1", Resource: "widgets"}: "w",
+	} {
+		list, err := c.Resource(gvr).Namespace("ns").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != name || list.Items[0].GetResourceVersion() == "" || list.GetResourceVersion() == "" {
+			t.Fatalf("%v: %+v, %v", gvr, list, err)
+		}
 	}
 }

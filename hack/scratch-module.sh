@@ -121,7 +121,6 @@ package main
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/informers/lifecycle"
 
@@ -133,7 +132,7 @@ import (
 type factory struct{ *cache.SharedInformerFactory }
 
 func (f factory) Lifecycle() lifecycle.Interface {
-	return lifecycle.New(f.SharedInformerFactory, metav1.NamespaceAll, nil)
+	return cache.NewGroup(f.SharedInformerFactory, lifecycle.New)
 }
 
 func newerGroups(_ context.Context, f *cache.SharedInformerFactory) {

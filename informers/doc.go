@@ -28,18 +28,15 @@
 // # Files
 //
 //   - typed.go: the typed factory, SharedInformerFactory. Its informers are
-//     keyed by object type, as client-go's are; InformerFor is where
-//     client-go's generated group packages (factory.Core().V1().Pods())
-//     reach it.
+//     keyed by object type, as client-go's are. client-go's generated
+//     group packages (factory.Core().V1().Pods()) reach it through its
+//     accessors, which know the scope of what they ask for.
 //   - typed_generated.go (written by internal/gentyped): the group
 //     accessors, and what the factory knows of each resource of client-go's
 //     typed clientset.
 //   - clientset.go: how the typed factory lists and watches a resource of
 //     the clientset.
-//   - capture.go: how InformerFor learns the resource, namespace, list
-//     options and indexers of an informer client-go's newFunc would have
-//     built.
-//   - newer.go: resources outside the table, learnt at run time.
+//   - newer.go: resources outside the table, found at run time.
 //   - dynamic.go: the dynamic factory, DynamicSharedInformerFactory, keyed
 //     by resource.
 //   - set.go: the informers a factory made, started and runs.
@@ -67,25 +64,35 @@
 // the typed clients (to trace their calls, say) is reached through its
 // group clients' RESTClient(), below those wrappers.
 //
+// # Getters do nothing
+//
+// As client-go's, the factories' getters (accessors, InformerFor,
+// ForResource) send nothing, start nothing and never wait on a server:
+// they make informers, and Start runs them. So the typed factory never runs
+// an informer to see what it lists. Its group accessors hand client-go's
+// group packages the factory's accessors (typed.go), through which every
+// request comes from a generated accessor in the factory's scope; an
+// InformerFor called otherwise, with a newFunc of one's own, keeps that
+// newFunc's informer as client-go does (plain, unless newFunc returns an
+// I).
+//
 // # Client-go versions
 //
 // The factory's table is that of go.mod's client-go, the lowest the module
-// supports, less what a newer supported one dropped. A resource outside it
-// (0.37's Lifecycle() group, new versions and resources; 0.36's
-// scheduling.k8s.io/v1alpha2) is learnt at run time (newer.go): its group,
-// version, resource and scope from the request client-go's own informer of
-// it sends (capture.go), its kind, object and list types from client-go's
-// scheme, and it is listed and watched like the table's resources, over the
-// clientset's core REST client sent to the resource's group version path,
-// or with the fake clientset's actions. ForResource and InformerFor (so
-// client-go's group packages over the factory, lifecycle.New(factory, ns,
-// tweak) on 0.37) give Is for them. Go cannot add a method only when a
-// newer client-go is built in, so the accessors of newer groups
+// supports, less what a newer supported one dropped. A resource outside
+// it (0.37's Lifecycle() group, new versions and resources; 0.36's
+// scheduling.k8s.io/v1alpha2) is found at run time (newer.go): its group,
+// version and kind in client-go's scheme, its scope in a table kept for
+// the supported versions, and it is listed and watched like the table's
+// resources, over the clientset's core REST client sent to the resource's
+// group version path, or with the fake clientset's actions. ForResource
+// and the group accessors give Is for them. Go cannot add a method only
+// when a newer client-go is built in, so the accessors of newer groups
 // (factory.Lifecycle() on 0.37) are promoted from a client-go factory the
 // typed factory embeds: their informers are client-go's, without
-// freshness; Start, WaitForCacheSync and Shutdown cover them. A clientset
-// of one's own without a core REST client gets client-go's plain informer
-// for resources outside the table.
+// freshness (NewGroup and ForResource give Is); Start, WaitForCacheSync
+// and Shutdown cover them. A clientset of one's own without a core REST client gets
+// client-go's plain informer for resources outside the table.
 //
 // # Lookups
 //

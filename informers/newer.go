@@ -1,31 +1,29 @@
 package informers
 
 import (
-	"time"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // Resources outside the table: what the linked client-go serves but
 // typed_generated.go does not name, because go.mod's client-go (the lowest
 // supported) lacks it or a newer supported one dropped it (0.37's
 // lifecycle.k8s.io, 0.36's scheduling.k8s.io/v1alpha2). The factory cannot
-// name their types or group clients in its code, so it learns each such
-// resource at run time, without calling methods by reflection:
+// name their types or group clients in its code, so it finds each such
+// resource at run time, without calling methods by reflection and without
+// sending anything:
 //
-//   - its group, version, resource and scope from the request newFunc's
-//     informer sends (captureScope);
-//   - its kind, empty object and list type from client-go's scheme, which
-//     knows every type the linked client-go serves;
+//   - its group, version and kind from client-go's scheme (which knows
+//     every type the linked client-go serves), its resource as client-go
+//     guesses it from the kind (every resource of the table follows that
+//     rule: a test checks it), and whether it is namespaced from
+//     outsideTable, kept by hand for the supported client-go versions (a
+//     test checks it against the linked one);
 //   - it lists and watches with client-go's generic client, as the table's
 //     resources do, over a REST client of the clientset (the core group's:
 //     same host, credentials and scheme-backed serializer) whose requests
@@ -34,37 +32,52 @@ import (
 //     against the core group client's rate limiter, which the clientset
 //     shares among all groups anyway when its config sets QPS.
 //
-// A clientset of one's own without a core REST client gets newFunc's plain
-// informer: client-go's, without freshness.
+// A resource outside both the table and outsideTable (one a client-go
+// newer than those supported added), or a clientset of one's own without a
+// core REST client, gets client-go's plain informer.
+
+// outsideTable says, of each resource that a supported client-go serves
+// and the table lacks, whether it is namespaced.
+var outsideTable = map[schema.GroupVersionResource]bool{
+	// client-go 0.37 added these.
+	{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}:          false,
+	{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}:       true,
+	{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictionrequests"}:          true,
+	{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictions"}:                 true,
+	{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}:                 false,
+	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "compositepodgroups"}:       true,
+	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "podgroups"}:                true,
+	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "workloads"}:                true,
+	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}:                 true,
+	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "workloads"}:                 true,
+	{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations"}: false,
+	// client-go 0.37 dropped these.
+	{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "podgroups"}: true,
+	{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "workloads"}: true,
+}
 
 // newerResource returns what the factory needs to list and watch obj's
-// resource, learnt from the request newFunc's informer sends, and that
-// informer's scope; ok is false if obj is not a type of client-go's scheme,
-// the request names another group version, or the clientset cannot be
-// reached.
-func (f *SharedInformerFactory[I]) newerResource(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc, resync time.Duration) (typedResource, scope, bool) {
-	if newFunc == nil {
-		return typedResource{}, scope{}, false
-	}
+// resource, outside the table; ok is false if obj is not a type of
+// client-go's scheme, its resource is not in outsideTable, or the
+// clientset cannot reach it.
+func (f *SharedInformerFactory[I]) newerResource(obj runtime.Object) (typedResource, bool) {
 	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
 	if err != nil {
-		return typedResource{}, scope{}, false // not client-go's: no capture
-	}
-	s, gvr, ok := captureScope(newFunc, resync)
-	if !ok {
-		return typedResource{}, scope{}, false
+		return typedResource{}, false
 	}
 	for _, gvk := range gvks {
-		if gvk.GroupVersion() != gvr.GroupVersion() {
+		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+		namespaced, known := outsideTable[gvr]
+		if !known {
 			continue
 		}
-		res, ok := schemeResource(gvr, gvk.Kind, s.namespace != "")
+		res, ok := schemeResource(gvr, gvk.Kind, namespaced)
 		if !ok || !reachable(f.client, res) {
-			return typedResource{}, scope{}, false
+			return typedResource{}, false
 		}
-		return res, s, true
+		return res, true
 	}
-	return typedResource{}, scope{}, false
+	return typedResource{}, false
 }
 
 // schemeResource describes gvr, whose objects are of kind, from client-go's
@@ -172,19 +185,4 @@ func schemeObjectOf(gvr schema.GroupVersionResource) (runtime.Object, bool) {
 		return nil, false
 	}
 	return obj, true
-}
-
-// genericNewFunc is the newFunc of client-go's own informer of gvr, as
-// client-go's factory (the one its generic ForResource is on) builds it
-// over a given client, with the factory's namespace and list options. It
-// returns nil if that client-go does not serve gvr.
-func (f *SharedInformerFactory[I]) genericNewFunc(gvr schema.GroupVersionResource) internalinterfaces.NewInformerFunc {
-	return func(client kubernetes.Interface, resync time.Duration) toolscache.SharedIndexInformer {
-		g, err := clientgoinformers.NewSharedInformerFactoryWithOptions(client, resync,
-			clientgoinformers.WithNamespace(f.config.Namespace), clientgoinformers.WithTweakListOptions(f.config.TweakListOptions)).ForResource(gvr)
-		if err != nil {
-			return nil
-		}
-		return g.Informer()
-	}
 }

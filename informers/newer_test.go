@@ -5,10 +5,13 @@ import (
 	"reflect"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
@@ -84,18 +87,42 @@ type noREST struct{ kubernetes.Interface }
 
 func (noREST) CoreV1() corev1client.CoreV1Interface { return nil }
 
-func TestVersionOf(t *testing.T) {
-	for path, want := range map[string]string{
-		"/api/v1/pods":                                     "v1",
-		"/api/v1/namespaces/ns/pods":                       "v1",
-		"/apis/apps/v1/deployments":                        "v1",
-		"/prefix/apis/lifecycle.k8s.io/v1alpha1/evictions": "v1alpha1",
-		"/apis/apps":                                       "",
-		"/api":                                             "",
-		"/version":                                         "",
-	} {
-		if got := versionOf(path); got != want {
-			t.Errorf("versionOf(%q) = %q, want %q", path, got, want)
+// outsideTable names every resource the linked client-go's clientset
+// lists and watches outside the table, with its scope: the typed client's
+// accessor takes a namespace exactly when the resource is namespaced.
+func TestOutsideTableMatchesTheClientset(t *testing.T) {
+	for i := range reflect.TypeFor[kubernetes.Interface]().NumMethod() {
+		gm := reflect.TypeFor[kubernetes.Interface]().Method(i)
+		if gm.Type.NumIn() != 0 || gm.Type.NumOut() != 1 || gm.Type.Out(0).Kind() != reflect.Interface {
+			continue
+		}
+		group := gm.Type.Out(0)
+		for j := range group.NumMethod() {
+			acc := group.Method(j)
+			namespaced := acc.Type.NumIn() == 1 && acc.Type.In(0).Kind() == reflect.String
+			if acc.Type.NumOut() != 1 || (acc.Type.NumIn() != 0 && !namespaced) {
+				continue
+			}
+			list, ok := acc.Type.Out(0).MethodByName("List")
+			if _, watches := acc.Type.Out(0).MethodByName("Watch"); !ok || !watches || list.Type.NumIn() != 2 || list.Type.In(0) != reflect.TypeFor[context.Context]() {
+				continue
+			}
+			items, ok := list.Type.Out(0).Elem().FieldByName("Items")
+			if !ok {
+				continue
+			}
+			obj := reflect.New(items.Type.Elem()).Interface().(runtime.Object)
+			if _, inTable := typedResourceOf(obj); inTable {
+				continue
+			}
+			gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
+			if want, ok := outsideTable[gvr]; !ok || want != namespaced {
+				t.Errorf("%s().%s(): outsideTable[%v] = %v, %v; the clientset says namespaced=%v", gm.Name, acc.Name, gvr, want, ok, namespaced)
+			}
 		}
 	}
 }

@@ -34,12 +34,10 @@ import (
 // supports. Its own accessors and its table of resources are those of the
 // lowest (0.36) that every supported client-go serves. What only some
 // serve (0.37's Lifecycle() group and new versions, 0.36's
-// scheduling.k8s.io/v1alpha2) is an I too when reached through the factory:
-// through ForResource, InformerFor, or client-go's group package over the
-// factory (lifecycle.New(factory, namespace, tweak) on 0.37), since
-// InformerFor learns such a resource at run time (newer.go). Go cannot add
-// a method only when a newer client-go is built in, so the accessors of
-// such groups (factory.Lifecycle() on 0.37) come from an embedded client-go
+// scheduling.k8s.io/v1alpha2) is an I too when reached through the
+// factory's group accessors or ForResource (newer.go). Go cannot add a
+// method only when a newer client-go is built in, so the accessors of such
+// groups (factory.Lifecycle() on 0.37) come from an embedded client-go
 // factory: their informers are client-go's, without freshness (Start,
 // WaitForCacheSync and Shutdown cover them).
 type SharedInformerFactory[I Informer] struct {
@@ -73,47 +71,53 @@ func NewSharedInformerFactory[I Informer](client kubernetes.Interface, defaultRe
 	}
 }
 
-// typed returns the factory's informer of res, making it with the
-// factory's scope, or with newFunc's if newFunc is given and its scope can
-// be learnt.
-func (f *SharedInformerFactory[I]) typed(res typedResource, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
-	key := res.key()
-	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
-		s := f.defaultScope(res)
-		if newFunc != nil {
-			if captured, _, ok := captureScope(newFunc, f.config.resync(key, f.defaultResync)); ok {
-				s = captured
-				if !res.namespaced {
-					s.namespace = ""
-				}
-			}
-		}
-		return f.makeTyped(res, s)
-	})
+// typed returns the factory's informer of res, making it in the factory's
+// scope if there is none.
+func (f *SharedInformerFactory[I]) typed(res typedResource) toolscache.SharedIndexInformer {
+	return f.set.getOrMake(res.key(), func() toolscache.SharedIndexInformer { return f.makeTyped(res) })
 }
 
-// makeTyped makes the factory's informer of res in scope s.
-func (f *SharedInformerFactory[I]) makeTyped(res typedResource, s scope) I {
+// makeTyped makes the factory's informer of res, in the factory's scope:
+// its namespace (none for cluster-scoped resources) and list options, and
+// a namespace index, as client-go's generated informers have.
+func (f *SharedInformerFactory[I]) makeTyped(res typedResource) I {
+	namespace := f.config.Namespace
+	if !res.namespaced {
+		namespace = ""
+	}
 	return f.config.make(Spec{
-		ListerWatcher:    res.listerWatcher(f.client, s.namespace, s.tweak),
+		ListerWatcher:    res.listerWatcher(f.client, namespace, f.config.TweakListOptions),
 		Object:           res.object,
 		Resource:         res.gvr.GroupResource(),
 		Resync:           f.config.resync(res.key(), f.defaultResync),
-		Namespace:        s.namespace,
-		TweakListOptions: s.tweak,
-		Indexers:         s.indexers,
+		Namespace:        namespace,
+		TweakListOptions: f.config.TweakListOptions,
+		Indexers:         toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
 	})
 }
 
-// defaultScope is the factory's: its namespace (none for cluster-scoped
-// resources), its list options, a namespace index.
-func (f *SharedInformerFactory[I]) defaultScope(res typedResource) scope {
-	s := scope{namespace: f.config.Namespace, tweak: f.config.TweakListOptions,
-		indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}}
-	if !res.namespaced {
-		s.namespace = ""
-	}
-	return s
+// accessors is the factory as it hands itself to client-go's group
+// packages (Core(), Apps(), ...): every InformerFor call through it comes
+// from a generated accessor, whose newFunc builds its informer in the
+// factory's namespace with the factory's list options and a namespace
+// index, so the factory knows that scope without calling newFunc.
+type accessors[I Informer] struct{ f *SharedInformerFactory[I] }
+
+func (a accessors[I]) Start(stopCh <-chan struct{})           { a.f.Start(stopCh) }
+func (a accessors[I]) InformerName() *toolscache.InformerName { return a.f.InformerName() }
+
+func (a accessors[I]) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
+	return a.f.informerFor(obj, newFunc, true)
+}
+
+// NewGroup returns client-go's API group accessor that newGroup (the
+// group package's New, such as lifecycle.New) makes over f, as f.Core()
+// is made: its informers are f's Is in f's namespace and list options. It
+// is for the groups of a client-go newer than f's own accessors (0.37's
+// Lifecycle()); passing f itself to newGroup gives plain informers, since
+// f cannot see the scope newGroup's informers are asked in.
+func NewGroup[G any, I Informer](f *SharedInformerFactory[I], newGroup func(internalinterfaces.SharedInformerFactory, string, internalinterfaces.TweakListOptionsFunc) G) G {
+	return newGroup(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // errNotInformer is matched by the error for a resource whose informer in
@@ -122,44 +126,50 @@ var errNotInformer = errors.New("the factory's informer of the resource is not f
 
 // typedI returns the factory's informer of res as an I.
 func (f *SharedInformerFactory[I]) typedI(res typedResource) (I, error) {
-	inf, ok := f.typed(res, nil).(I)
+	inf, ok := f.typed(res).(I)
 	if !ok {
 		return inf, fmt.Errorf("%w: %s", errNotInformer, resourceString(res.gvr.GroupResource()))
 	}
 	return inf, nil
 }
 
-// InformerFor returns the factory's informer for obj's type, making it if
-// needed, as client-go's factory does: the first call for a type decides.
+// InformerFor returns the factory's informer for obj's type, making it
+// with newFunc if there is none, as client-go's factory does: the first
+// call for a type decides, and the informer is newFunc's own, built over
+// the factory's client with the factory's transform. The factory cannot
+// see what such an informer lists without running it, and a getter runs
+// nothing: so it is plain, without freshness (its informer of the type,
+// for Start, WaitForCacheSync and the accessors), unless newFunc returns
+// an I, such as a cache.FreshInformer, which the factory registers as it
+// is.
 //
-// The informer is an I listing and watching as the typed client does, with
-// what newFunc would have built: its namespace, its list options (label
-// and field selectors) and its indexers, as kube-scheduler's pod informer
-// with a byNode indexer and a field selector needs. (The factory learns
-// them by running newFunc's informer once against a client that answers
-// nothing; see capture.go.) For a type of the factory's table
-// (typed_generated.go) that is all it needs; for another type of
-// client-go's clientset (one only a newer client-go has, such as 0.37's
-// lifecycle.k8s.io, or one a newer client-go dropped), it also learns the
-// resource from that request and the types from client-go's scheme (see
-// newer.go).
-//
-// For a type it cannot list that way (not in client-go's scheme, or a
-// kubernetes.Interface of one's own without a core REST client), it is
-// newFunc's own informer, plain: registered, started by Start, waited for
-// by WaitForCacheSync and reused, but without freshness.
+// The group accessors (factory.Core().V1().Pods()) and ForResource reach
+// the factory by another door and always make an I, in the factory's
+// namespace, list options and a namespace index: for every resource of
+// the factory's table (typed_generated.go), and for the resources of
+// client-go's clientset outside it whose scope it knows (newer.go).
 func (f *SharedInformerFactory[I]) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) toolscache.SharedIndexInformer {
-	if res, ok := typedResourceOf(obj); ok {
-		return f.typed(res, newFunc)
-	}
+	return f.informerFor(obj, newFunc, false)
+}
+
+// informerFor is InformerFor; scoped says that newFunc is a generated
+// accessor's, in the factory's scope, so the factory may make its own
+// informer instead.
+func (f *SharedInformerFactory[I]) informerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc, scoped bool) toolscache.SharedIndexInformer {
 	key := reflect.TypeOf(obj)
 	return f.set.getOrMake(key, func() toolscache.SharedIndexInformer {
-		resync := f.config.resync(key, f.defaultResync)
-		if res, s, ok := f.newerResource(obj, newFunc, resync); ok {
-			return f.makeTyped(res, s)
+		if scoped {
+			if res, ok := typedResourceOf(obj); ok {
+				return f.makeTyped(res)
+			}
+			if res, ok := f.newerResource(obj); ok {
+				return f.makeTyped(res)
+			}
 		}
-		klog.Background().V(2).Info("FreshInformer factory cannot list this type through its clientset; registering newFunc's plain informer", "type", fmt.Sprintf("%T", obj))
-		inf := newFunc(f.client, resync)
+		inf := newFunc(f.client, f.config.resync(key, f.defaultResync))
+		if _, fresh := inf.(I); !fresh {
+			klog.Background().V(2).Info("Registering newFunc's informer as it is, without freshness: the factory cannot see what it lists without running it", "type", fmt.Sprintf("%T", obj))
+		}
 		if f.config.Transform != nil {
 			_ = inf.SetTransform(f.config.Transform) // not started: cannot fail
 		}
@@ -184,10 +194,10 @@ func (f *SharedInformerFactory[I]) FreshInformerFor(obj runtime.Object) (I, erro
 
 // ForResource returns a generic informer for gvr, an I like the typed ones
 // (and the same one, if the type's informer exists). A resource outside
-// the factory's table that the built-in client-go serves gets one too,
-// made as InformerFor makes it from client-go's own informer of gvr; its
-// type is found in client-go's scheme by the rule schemeObjectOf states.
-// If that fails, it is the embedded client-go factory's plain informer.
+// the factory's table that the linked client-go serves gets one too if the
+// factory knows its scope (newer.go); its type is found in client-go's
+// scheme by the rule schemeObjectOf states. Otherwise it is the embedded
+// client-go factory's plain informer.
 func (f *SharedInformerFactory[I]) ForResource(gvr schema.GroupVersionResource) (clientgoinformers.GenericInformer, error) {
 	t, ok := objectTypeOf(gvr)
 	if !ok {
@@ -210,18 +220,17 @@ func (f *SharedInformerFactory[I]) ForResource(gvr schema.GroupVersionResource) 
 }
 
 // newerForResource returns the informer of gvr, a resource outside the
-// table, through InformerFor with client-go's own newFunc of it; ok is
-// false if client-go's scheme or factory does not know gvr.
+// table; ok is false if the factory cannot list it (newerResource).
 func (f *SharedInformerFactory[I]) newerForResource(gvr schema.GroupVersionResource) (clientgoinformers.GenericInformer, bool) {
 	obj, ok := schemeObjectOf(gvr)
 	if !ok {
 		return nil, false
 	}
-	newFunc := f.genericNewFunc(gvr)
-	if newFunc(f.client, 0) == nil { // client-go's factory does not serve it
+	res, ok := f.newerResource(obj)
+	if !ok {
 		return nil, false
 	}
-	return genericInformer{informer: f.InformerFor(obj, newFunc), resource: gvr.GroupResource()}, true
+	return genericInformer{informer: f.typed(res), resource: gvr.GroupResource()}, true
 }
 
 // Start starts every informer made so far that is not running yet.

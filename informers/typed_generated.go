@@ -80,108 +80,108 @@ import (
 )
 
 // The API group accessors, as client-go's informers.SharedInformerFactory
-// has them: client-go's group packages over the factory, whose resource
-// accessors call InformerFor. Groups only a newer client-go has come from
-// the embedded client-go factory.
+// has them: client-go's group packages over the factory's accessors, whose
+// resource accessors call InformerFor in the factory's scope. Groups only
+// a newer client-go has come from the embedded client-go factory.
 
 // Admissionregistration returns informers for the admissionregistration API group.
 func (f *SharedInformerFactory[I]) Admissionregistration() admissionregistrationinformers.Interface {
-	return admissionregistrationinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return admissionregistrationinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Apps returns informers for the apps API group.
 func (f *SharedInformerFactory[I]) Apps() appsinformers.Interface {
-	return appsinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return appsinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Autoscaling returns informers for the autoscaling API group.
 func (f *SharedInformerFactory[I]) Autoscaling() autoscalinginformers.Interface {
-	return autoscalinginformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return autoscalinginformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Batch returns informers for the batch API group.
 func (f *SharedInformerFactory[I]) Batch() batchinformers.Interface {
-	return batchinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return batchinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Certificates returns informers for the certificates API group.
 func (f *SharedInformerFactory[I]) Certificates() certificatesinformers.Interface {
-	return certificatesinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return certificatesinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Coordination returns informers for the coordination API group.
 func (f *SharedInformerFactory[I]) Coordination() coordinationinformers.Interface {
-	return coordinationinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return coordinationinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Core returns informers for the core API group.
 func (f *SharedInformerFactory[I]) Core() coreinformers.Interface {
-	return coreinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return coreinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Discovery returns informers for the discovery API group.
 func (f *SharedInformerFactory[I]) Discovery() discoveryinformers.Interface {
-	return discoveryinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return discoveryinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Events returns informers for the events API group.
 func (f *SharedInformerFactory[I]) Events() eventsinformers.Interface {
-	return eventsinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return eventsinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Extensions returns informers for the extensions API group.
 func (f *SharedInformerFactory[I]) Extensions() extensionsinformers.Interface {
-	return extensionsinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return extensionsinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Flowcontrol returns informers for the flowcontrol API group.
 func (f *SharedInformerFactory[I]) Flowcontrol() flowcontrolinformers.Interface {
-	return flowcontrolinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return flowcontrolinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Internal returns informers for the apiserverinternal API group.
 func (f *SharedInformerFactory[I]) Internal() apiserverinternalinformers.Interface {
-	return apiserverinternalinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return apiserverinternalinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Networking returns informers for the networking API group.
 func (f *SharedInformerFactory[I]) Networking() networkinginformers.Interface {
-	return networkinginformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return networkinginformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Node returns informers for the node API group.
 func (f *SharedInformerFactory[I]) Node() nodeinformers.Interface {
-	return nodeinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return nodeinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Policy returns informers for the policy API group.
 func (f *SharedInformerFactory[I]) Policy() policyinformers.Interface {
-	return policyinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return policyinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Rbac returns informers for the rbac API group.
 func (f *SharedInformerFactory[I]) Rbac() rbacinformers.Interface {
-	return rbacinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return rbacinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Resource returns informers for the resource API group.
 func (f *SharedInformerFactory[I]) Resource() resourceinformers.Interface {
-	return resourceinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return resourceinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Scheduling returns informers for the scheduling API group.
 func (f *SharedInformerFactory[I]) Scheduling() schedulinginformers.Interface {
-	return schedulinginformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return schedulinginformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Storage returns informers for the storage API group.
 func (f *SharedInformerFactory[I]) Storage() storageinformers.Interface {
-	return storageinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return storageinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // Storagemigration returns informers for the storagemigration API group.
 func (f *SharedInformerFactory[I]) Storagemigration() storagemigrationinformers.Interface {
-	return storagemigrationinformers.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return storagemigrationinformers.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 
 // The resources of client-go's typed clientset: each function returns one's

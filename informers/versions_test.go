@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/informers/apps"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -219,5 +220,21 @@ func TestGroupAccessorsOutsideTheFloorAreFresh(t *testing.T) {
 	}
 	if _, ok := inf.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
 		t.Fatal("the accessor's namespace index is missing")
+	}
+}
+
+// NewGroup gives a group accessor over the factory, as its own are made:
+// FreshInformers in the factory's scope (what 0.37's Lifecycle() takes).
+func TestNewGroupIsFresh(t *testing.T) {
+	f := cache.NewSharedInformerFactory(fake.NewClientset(), 0, cache.WithNamespace("ns"))
+	inf, ok := cache.FreshInformerOf(cache.NewGroup(f, apps.New).V1().Deployments().Informer())
+	if !ok {
+		t.Fatal("NewGroup's informer is not a FreshInformer")
+	}
+	if inf.Selector().Namespace != "ns" {
+		t.Fatalf("scope %v, want the factory's namespace", inf.Selector())
+	}
+	if again, _ := cache.FreshInformerOf(f.Apps().V1().Deployments().Informer()); again != inf {
+		t.Fatal("the factory's own accessor gives another informer")
 	}
 }

@@ -20,6 +20,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/sample-controller v0.35.0
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 

@@ -6,13 +6,13 @@ package main
 // the resources by group and version.
 const bodyTemplate = `
 // The API group accessors, as client-go's informers.SharedInformerFactory
-// has them: client-go's group packages over the factory, whose resource
-// accessors call InformerFor. Groups only a newer client-go has come from
-// the embedded client-go factory.
+// has them: client-go's group packages over the factory's accessors, whose
+// resource accessors call InformerFor in the factory's scope. Groups only
+// a newer client-go has come from the embedded client-go factory.
 {{range .Groups}}
 // {{.Method}} returns informers for the {{base .Iface.PkgPath}} API group.
 func (f *SharedInformerFactory[I]) {{.Method}}() {{q .Iface}} {
-	return {{pkg .Iface.PkgPath}}.New(f, f.config.Namespace, f.config.TweakListOptions)
+	return {{pkg .Iface.PkgPath}}.New(accessors[I]{f}, f.config.Namespace, f.config.TweakListOptions)
 }
 {{end}}
 // The resources of client-go's typed clientset: each function returns one's

@@ -1,7 +1,8 @@
 // Command conformance runs upstream's own test suites against freshinformer
 // (SPEC guarantee 6, "drop-in"): client-go's tools/cache shared informer
 // tests, controller-runtime's pkg/cache suite and the cache-backed specs of
-// its pkg/client suite, at the versions the integration module requires.
+// its pkg/client suite, and sample-controller's unit tests (many runs), at
+// the versions the integration module requires.
 //
 // It takes upstream's test files from the Go module cache at run time,
 // ports them into a generated, git-ignored package per suite
@@ -45,8 +46,9 @@ func main() {
 	race := flag.Bool("race", false, "build the test binaries with the race detector")
 	docs := flag.String("docs", "", "check the dropped-test list in this Markdown file (between the conformance markers)")
 	writeDocs := flag.Bool("write-docs", false, "with -docs: rewrite the list instead of checking it")
-	only := flag.String("suite", "", "run only the suite with this directory name (clientgo_cache, cr_cache, cr_client)")
+	only := flag.String("suite", "", "run only the suite with this directory name (clientgo_cache, cr_cache, cr_client, samplecontroller)")
 	portOnly := flag.Bool("port-only", false, "generate the packages and check the docs, run nothing")
+	runs := flag.Int("runs", 0, "run the suites that repeat (samplecontroller) this many times instead of their default")
 	flag.Parse()
 
 	start := time.Now()
@@ -62,6 +64,9 @@ func main() {
 	for _, s := range suites {
 		if *only != "" && s.Dir != *only {
 			continue
+		}
+		if s.Runs > 0 && *runs > 0 {
+			s.Runs = *runs
 		}
 		modDir, version, err := moduleDir(s.Module)
 		if err != nil {

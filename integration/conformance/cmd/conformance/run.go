@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,9 +98,12 @@ func (p *ported) run(buildFlags []string, sum *summary) error {
 			t := time.Now()
 			w := &outs[i]
 			fmt.Fprintf(w, "[conformance] --- %s against %s\n", s.Dir, impl)
-			if s.PerTest {
+			switch {
+			case s.Runs > 0:
+				got[i], errs[i] = p.runRepeated(bin, impl, logs, w)
+			case s.PerTest:
 				got[i], errs[i] = p.runPerTest(bin, impl, logs, w)
-			} else {
+			default:
 				got[i], errs[i] = p.runWhole(bin, impl, logs, w)
 			}
 			fmt.Fprintf(w, "[conformance] --- %s against %s: %s\n", s.Dir, impl, time.Since(t).Round(time.Millisecond))
@@ -135,6 +139,10 @@ const (
 // the attempt that passed.
 func (p *ported) rerunRegressions(bin, logs string, ours, up results) (map[string]int, error) {
 	var regs []string
+	if p.Suite.Runs > 0 {
+		// Repeated runs are the measure: a failure in any counts.
+		return map[string]int{}, nil
+	}
 	for n, u := range up {
 		if u.status == "pass" && ours[n].status != "pass" {
 			regs = append(regs, n)
@@ -256,6 +264,74 @@ func (p *ported) runTests(bin, impl string, names []string, w io.Writer) (result
 			r[name] = outcome{status: "fail", message: failureText(out)}
 		}
 	}
+	return r, nil
+}
+
+// runRepeated runs the whole binary Runs times with -test.count=Count and
+// counts, per test, the iterations that passed and failed: a test passes
+// only if it passed every time. A run whose binary dies (a panic, a race
+// report outside any test) fails as "[binary]".
+func (p *ported) runRepeated(bin, impl, logs string, w io.Writer) (results, error) {
+	log, err := os.Create(filepath.Join(logs, p.Suite.Dir+"."+impl+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	passes, fails := map[string]int{}, map[string]int{}
+	first := map[string]string{}
+	start := time.Now()
+	for run := 1; run <= p.Suite.Runs; run++ {
+		out, exitErr := p.exec(bin, impl, []string{"-test.v", "-test.count=" + strconv.Itoa(p.Suite.Count)})
+		if _, err := log.Write(out); err != nil {
+			return nil, err
+		}
+		failedHere := false
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			m := testLine.FindStringSubmatch(sc.Text())
+			switch {
+			case m == nil:
+			case m[1] == "PASS":
+				passes[m[2]]++
+			case m[1] == "FAIL":
+				fails[m[2]]++
+				failedHere = true
+			}
+		}
+		for n, msg := range goTestMessages(out) {
+			if _, ok := first[n]; !ok {
+				first[n] = fmt.Sprintf("run %d: %s", run, msg)
+			}
+		}
+		if exitErr != nil && !failedHere {
+			fails["[binary]"]++
+			if _, ok := first["[binary]"]; !ok {
+				first["[binary]"] = fmt.Sprintf("run %d: the test binary exited (%v) after:\n%s", run, exitErr, tail(out, 40))
+			}
+		}
+	}
+	r := results{}
+	total, failed := 0, 0
+	for n := range passes {
+		r[n] = outcome{status: "pass"}
+	}
+	for n, f := range fails {
+		r[n] = outcome{status: "fail", message: fmt.Sprintf("failed %d of %d times; %s", f, f+passes[n], first[n])}
+	}
+	for n, o := range r {
+		total += passes[n] + fails[n]
+		failed += fails[n]
+		if o.status == "fail" {
+			fmt.Fprintf(w, "--- FAIL: %s (%d of %d)\n", n, fails[n], passes[n]+fails[n])
+		}
+	}
+	status := "ok  "
+	if failed > 0 {
+		status = "FAIL"
+	}
+	fmt.Fprintf(w, "%s\t%s [%s]\t%d runs of -count=%d: %d tests, %d test runs, %d failed\t%.3fs\n", status, p.Suite.Pkg, impl,
+		p.Suite.Runs, p.Suite.Count, len(r), total, failed, time.Since(start).Seconds())
 	return r, nil
 }
 

@@ -21,6 +21,8 @@ type suite struct {
 	// Swap maps an upstream constructor, "importpath.Name", to the shim
 	// function that replaces it.
 	Swap map[string]string
+	// Shim is the shim package's import path, if not package shim.
+	Shim string
 	// Assert maps an upstream unexported type that tests assert the
 	// constructor's result to (x.(*T)) to the exported interface the
 	// assertion is rewritten to.
@@ -34,13 +36,21 @@ type suite struct {
 	// CacheBacked: run only the specs that build a cache or a client
 	// with a cache reader (ginkgo --focus-file on their nodes).
 	CacheBacked bool
+	// WholePackage ports the package's other files too and keeps its
+	// name: the tests of a main package (a controller) run on its own
+	// code, with the constructors swapped there as well.
+	WholePackage bool
+	// Runs, if set, runs the whole test binary that many times with
+	// -test.count=Count: a test passes only if it passed every time.
+	Runs, Count int
 	// Timeout bounds one run of the test binary.
 	Timeout time.Duration
 }
 
 const (
-	clientGo = "k8s.io/client-go"
-	crModule = "sigs.k8s.io/controller-runtime"
+	clientGo         = "k8s.io/client-go"
+	crModule         = "sigs.k8s.io/controller-runtime"
+	sampleController = "k8s.io/sample-controller"
 )
 
 var suites = []suite{{
@@ -82,4 +92,22 @@ var suites = []suite{{
 	Envtest:     true,
 	CacheBacked: true,
 	Timeout:     4 * time.Minute,
+}, {
+	// sample-controller's own unit tests, the canonical client-go
+	// controller's: its kube informer factory becomes the drop-in factory
+	// and its code-generated factory's Foo informer a FreshInformer
+	// (cache.InformerFor), in its tests and its code alike.
+	Name:         "sample-controller unit tests",
+	Dir:          "samplecontroller",
+	Module:       sampleController,
+	Pkg:          sampleController,
+	WholePackage: true,
+	Shim:         shimPath + "/clientgoshim",
+	Swap: map[string]string{
+		clientGo + "/informers.NewSharedInformerFactory":                                        "NewKubeSharedInformerFactory",
+		sampleController + "/pkg/generated/informers/externalversions.NewSharedInformerFactory": "NewSampleSharedInformerFactory",
+	},
+	Runs:    10,
+	Count:   100,
+	Timeout: 5 * time.Minute,
 }}
