@@ -11,39 +11,50 @@
 // 100 informers a side at the defaults, each holding -sizes objects. Plain
 // is informers.NewSharedInformerFactoryWithOptions, ours
 // cache.NewSharedInformerFactory, both with client-go's defaults otherwise
-// (its typed clients ask for protobuf; watch-list as its feature gates say). Each side talks to
-// the apiserver through a counting reverse proxy of its own (proxy.go): every
-// request, and every byte sent and received on the side's connections
-// (headers, bodies, watch streams as they flow) is counted and every request
-// logged.
+// (its typed clients ask for protobuf; watch-list as its feature gates
+// say). Each side talks to the apiserver through a counting reverse proxy
+// of its own (proxy.go): every request, and every byte sent and received on
+// the side's connections (headers, bodies, watch streams as they flow) is
+// counted and every request logged. The proxies follow the apiserver: down
+// while its port refuses connections, so that clients see what they would
+// see without a proxy.
 //
-// Per size, -rounds times: both sides start and sync, the process waits
-// until neither side's proxy has seen a byte for -settle, then the apiserver
-// is killed (-stop kill: SIGKILL; graceful: SIGTERM) and started again on
-// its port (controlplane.KillAPIServer or StopAPIServer, then
-// StartAPIServer, which returns once /readyz passes: "back"). Right after
-// it is back, one write per informer (a merge patch of an annotation on
-// obj-000000 of that namespace and kind, through a direct client that is
-// neither side's); each side's informers then show it:
+// Per size, -rounds times for each -write-at: both sides start and sync
+// (one side after the other), the process waits until neither side's proxy
+// has carried a byte for -settle, writes a ConfigMap in a namespace no
+// informer watches (-write-elsewhere: the restarted apiserver's watch cache
+// then starts past every informer's resource version, as on any cluster
+// where something else writes), and the apiserver is killed (-stop kill:
+// SIGKILL; graceful: SIGTERM) and started again on its port
+// (controlplane.KillAPIServer or StopAPIServer, then StartAPIServer, which
+// returns once /readyz passes: "back"). Then one write per informer, all at
+// once (a merge patch of an annotation on obj-000000 of that namespace and
+// kind, through a direct client that is neither side's), made once the
+// apiserver is back (-write-at ready) or as soon as its port accepts
+// connections, retried until it takes them (-write-at port: the waits are
+// then pending while the informers recover). Each side's informers then
+// show it:
 //
 //   - plain: the first notification of client-go's informer (sent after its
 //     indexer, so its lister, holds the object) with the written object at
 //     or past the write's resource version;
 //   - ours, lister: the same on our informer;
 //   - ours, wait: WaitForFreshness(ctx, writtenRV), started as soon as the
-//     write returned (so a wait is pending on every informer while it
-//     recovers), and checked: once it returns nil, the indexer must hold
-//     the written object at or past the write's resource version.
+//     write returned, and checked: once it returns nil, the indexer must
+//     hold the written object at or past the write's resource version.
 //
 // All three are timed from the moment the write returned. The window ends
 // when every wait has returned, every write has been seen, and neither
 // proxy has carried a byte for -quiet (bounded by -max-wait): the traffic
 // from the kill to then is the restart's cost. The request mix (lists with
 // their resourceVersion, resourceVersionMatch and limit; watches; watch-list
-// streams) is printed per side, with the requests' timeline and our
-// informers' counter deltas (Stats, ProbeStats), so that extra requests can
-// be traced to the informer's relists, probes and restore checks. -log FILE
-// writes every request of every window as TSV.
+// streams) is printed per side, with the requests' timeline, when each
+// side's watch-lists delivered their initial events (the proxy spots the
+// k8s.io/initial-events-end bookmark in the stream) and our informers'
+// counter deltas (Stats, ProbeStats), so that extra requests can be traced
+// to the informer's relists, probes and restore checks. -log FILE writes
+// every request of every window as TSV (with when its headers and, for a
+// watch-list, its initial events' end came), -write-log FILE every write.
 //
 // Client-side throttling is client-go's token bucket at -qps/-burst per side
 // (one clientset per side, as in one process); the time requests spent in
@@ -52,12 +63,12 @@
 // `make restart-cost` runs it; RESTARTCOST_ARGS passes flags (-help lists
 // them), for example:
 //
-//	make restart-cost                                    # 50 and 500 objects, 2 restarts each
-//	make restart-cost RESTARTCOST_ARGS='-sizes 50 -rounds 1'
-//	make restart-cost RESTARTCOST_ARGS='-stop graceful -log /tmp/restartcost.tsv'
+//	make restart-cost                                    # 50 and 500 objects, 2 restarts each per -write-at
+//	make restart-cost RESTARTCOST_ARGS='-sizes 50 -rounds 1 -write-at ready'
+//	make restart-cost RESTARTCOST_ARGS='-stop graceful -log /tmp/restartcost.tsv -write-log /tmp/writes.tsv'
 //
-// Run time on 2 cores at the defaults: about 2 minutes to create the 50 000
-// objects of the 500 size, about 30 s per restart.
+// Run time on 2 cores at the defaults: about 4 minutes (1 to 2 minutes to
+// create the 50 000 objects of the 500 size, 15 to 30 s per restart).
 //
 // The tables go to stdout, with the command line, Go and server versions,
 // the library's commit and the machine's load average; progress goes to
@@ -120,6 +131,7 @@ var (
 	createWorkers = flag.Int("create-parallel", 16, "concurrent creates when populating")
 	elsewhere     = flag.Bool("write-elsewhere", true, "right before the restart, write a ConfigMap in a namespace no informer watches, so that etcd's revision (where the restarted apiserver's watch cache starts) is past every informer's last resource version, as on any cluster where something else writes (leases do every 10 s); false leaves it to chance")
 	logFile       = flag.String("log", "", "write every request of every window to this file (TSV)")
+	writeLog      = flag.String("write-log", "", "write every write after a restart, with when each side showed it, to this file (TSV)")
 	clientLogs    = flag.Bool("client-logs", false, "show client-go's and the library's informational logs (every informer logs its broken watch); errors show either way")
 )
 
@@ -232,7 +244,15 @@ func run() error {
 			return err
 		}
 		defer tsv.Close()
-		fmt.Fprintln(tsv, "size\twrite_at\tround\tside\tstart_ms_after_kill\tstart_ms_after_back\tduration_ms\tmethod\tpath\tquery\tshape\toutcome\tresponse_body_bytes\tcontent_encoding\terror")
+		fmt.Fprintln(tsv, "size\twrite_at\tround\tside\tstart_ms_after_kill\tstart_ms_after_back\tduration_ms\theaders_ms_after_kill\tinitial_events_end_ms_after_kill\tmethod\tpath\tquery\tshape\toutcome\tresponse_body_bytes\tcontent_encoding\terror")
+	}
+	var wtsv *os.File
+	if *writeLog != "" {
+		if wtsv, err = os.Create(*writeLog); err != nil {
+			return err
+		}
+		defer wtsv.Close()
+		fmt.Fprintln(wtsv, "size\twrite_at\tround\tnamespace\tresource\trv\tattempts\twritten_ms_after_kill\twritten_ms_after_back\tplain_lister_ms\tours_lister_ms\tours_wait_ms\twait_error\twith_write\twrite_error")
 	}
 
 	logf("starting a control plane")
@@ -262,7 +282,7 @@ func run() error {
 		return err
 	}
 
-	b := &bench{cp: cp, cs: cs, dyn: dyn, admin: admin, apiAddr: apiURL.Host, kinds: kinds, log: &requestLog{}, tsv: tsv}
+	b := &bench{cp: cp, cs: cs, dyn: dyn, admin: admin, apiAddr: apiURL.Host, kinds: kinds, log: &requestLog{}, tsv: tsv, wtsv: wtsv}
 	prefix := "rc-" + strconv.FormatInt(time.Now().Unix()%1e6, 36)
 	for i := range *namespaces {
 		ns := fmt.Sprintf("%s-%02d", prefix, i)
@@ -331,6 +351,7 @@ type bench struct {
 	elsewhere  string // a namespace no informer watches
 	log        *requestLog
 	tsv        *os.File
+	wtsv       *os.File
 
 	ctMu   sync.Mutex
 	cTypes map[string]bool
@@ -480,6 +501,7 @@ type pair struct {
 // writeResult is one write after the restart and what each side made of
 // it; durations are from the moment the write returned, never when never.
 type writeResult struct {
+	ns, resource            string
 	rv                      string
 	writtenAt               time.Time     // when the write returned
 	afterBack               time.Duration // the same, after the apiserver was back (/readyz)
@@ -851,6 +873,7 @@ func (b *bench) round(ctx context.Context, size, round int, writeAt string, nth 
 // wait returned with.
 func (b *bench) write(ctx context.Context, p *pair, value string) {
 	w := &p.write
+	w.ns, w.resource = p.ns, p.kind.resource
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"restartcost/write":%q}}}`, value)
 	giveUp := time.Now().Add(*waitTimeout)
 	for w.attempts = 1; ; w.attempts++ {
@@ -927,6 +950,24 @@ func (b *bench) noteContentTypes(reqs []*request) {
 }
 
 func (b *bench) writeTSV(res *roundResult) {
+	if b.wtsv != nil {
+		cell := func(d time.Duration) string {
+			if d == never {
+				return "never"
+			}
+			return fmt.Sprintf("%.1f", ms(d))
+		}
+		errString := func(err error) string {
+			if err == nil {
+				return ""
+			}
+			return strings.ReplaceAll(err.Error(), "\t", " ")
+		}
+		for _, w := range res.writes {
+			fmt.Fprintf(b.wtsv, "%d\t%s\t%d\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%v\t%s\n", res.size, res.writeAt, res.round, w.ns, w.resource, w.rv, w.attempts,
+				ms(w.writtenAt.Sub(res.kill)), ms(w.afterBack), cell(w.plainSeen), cell(w.oursSeen), cell(w.oursWait), errString(w.waitErr), w.cached, errString(w.err))
+		}
+	}
 	if b.tsv == nil {
 		return
 	}
@@ -937,8 +978,14 @@ func (b *bench) writeTSV(res *roundResult) {
 		if r.ended.Load() != 0 {
 			dur = fmt.Sprintf("%.1f", ms(end.Sub(r.started)))
 		}
-		fmt.Fprintf(b.tsv, "%d\t%s\t%d\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", res.size, res.writeAt, res.round, r.side,
-			ms(r.started.Sub(res.kill)), ms(r.started.Sub(res.back)), dur, r.method, r.path, r.query.Encode(), r.shape(), r.outcome(),
+		at := func(unixNanos int64) string {
+			if unixNanos == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%.1f", ms(time.Unix(0, unixNanos).Sub(res.kill)))
+		}
+		fmt.Fprintf(b.tsv, "%d\t%s\t%d\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", res.size, res.writeAt, res.round, r.side,
+			ms(r.started.Sub(res.kill)), ms(r.started.Sub(res.back)), dur, at(r.headers.Load()), at(r.initialEnd.Load()), r.method, r.path, r.query.Encode(), r.shape(), r.outcome(),
 			r.body.Load(), enc, strings.ReplaceAll(failed, "\t", " "))
 	}
 }

@@ -69,6 +69,7 @@ func newCountingProxy(side string, cfg *rest.Config, logger *requestLog) (*count
 		FlushInterval: -1, // watch events go out as they come
 		ModifyResponse: func(resp *http.Response) error {
 			if rec, ok := resp.Request.Context().Value(recordKey{}).(*request); ok {
+				rec.headers.Store(time.Now().UnixNano())
 				rec.status.Store(int32(resp.StatusCode))
 				rec.mu.Lock()
 				rec.encoding, rec.contentType = resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Type")
@@ -304,6 +305,10 @@ type request struct {
 	status  atomic.Int32
 	body    atomic.Uint64 // response body bytes as forwarded (gzip'd if the server compressed)
 	ended   atomic.Int64
+	headers atomic.Int64 // unix nanos: the response's headers came from the apiserver
+	// initialEnd is when a watch-list's initial events ended (the bookmark
+	// annotated k8s.io/initial-events-end went through), unix nanos.
+	initialEnd atomic.Int64
 
 	mu          sync.Mutex
 	encoding    string
@@ -311,13 +316,20 @@ type request struct {
 	failed      string // the proxy could not forward it
 	canceled    bool   // the client gave up before the response came
 	head        []byte // the first bytes of the body: a watch's first event
+	tail        []byte // a watch-list's last bytes, until initialEnd is seen
 }
+
+var initialEventsEnd = []byte("k8s.io/initial-events-end")
 
 // info returns what the proxy learnt of the response.
 func (r *request) info() (contentType, encoding, failed string, canceled bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.contentType, r.encoding, r.failed, r.canceled
+}
+
+func (r *request) watchList() bool {
+	return r.query.Get("sendInitialEvents") == "true"
 }
 
 func (r *request) finish() { r.ended.Store(time.Now().UnixNano()) }
@@ -342,6 +354,17 @@ func (b *recordingBody) Read(p []byte) (int, error) {
 		b.rec.mu.Lock()
 		if len(b.rec.head) < 128 {
 			b.rec.head = append(b.rec.head, p[:min(n, 128-len(b.rec.head))]...)
+		}
+		if b.rec.watchList() && b.rec.initialEnd.Load() == 0 {
+			// The marker may straddle two reads: search it with the
+			// previous read's last bytes in front.
+			buf := append(b.rec.tail, p[:n]...)
+			if bytes.Contains(buf, initialEventsEnd) {
+				b.rec.initialEnd.Store(time.Now().UnixNano())
+				b.rec.tail = nil
+			} else {
+				b.rec.tail = append(b.rec.tail[:0], buf[max(0, len(buf)-len(initialEventsEnd)):]...)
+			}
 		}
 		b.rec.mu.Unlock()
 	}

@@ -35,7 +35,7 @@ func printReport(results []*roundResult) {
 	fmt.Println("Cost of one restart, per side, from the kill until every write was seen, every wait returned and neither side's proxy carried a byte for " +
 		quiet.String() + ": requests that reached the side's proxy, and bytes on the side's connections to it (requests sent + responses received: HTTP/1.1 headers, bodies as the apiserver encoded them, watch streams as they flowed). Traffic ended: the side's last byte, in seconds after the apiserver was back (/readyz).")
 	fmt.Println()
-	fmt.Println("| objects per informer | writes at | restart | down: kill → port open → /readyz (s) | requests: plain | ours | ours / plain | MB: plain | ours | ours / plain | traffic ended, plain / ours (s) |")
+	fmt.Println("| objects per informer | writes at | restart | apiserver gone → port open → /readyz (s) | requests: plain | ours | ours / plain | MB: plain | ours | ours / plain | traffic ended, plain / ours (s) |")
 	fmt.Println("| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, g := range groups {
 		rs, n, at := of(g), g.size, g.at
@@ -62,13 +62,14 @@ func printReport(results []*roundResult) {
 	}
 
 	fmt.Println()
-	fmt.Println("A write per informer right after the apiserver was back (all at once, through a client of neither side; writes at ready: once /readyz passed; at port: as soon as the apiserver's port accepted connections, retried until taken), ms from the moment the write returned: until the side's informer handed the written object (at or past the write's resource version) to its handlers, which client-go does after its indexer (so its lister) holds it (negative: the event came before the write's response); and until our WaitForFreshness(writtenRV), started at that moment, returned. \"ours wait − plain lister\" is per write, with a plain sighting before the write returned counted as 0 (the wait cannot start earlier): positive means our wait released later than plain client-go's lister showed the write. Pooled over the restarts; quantiles nearest-rank. \"with write\": waits that returned nil with the written object in the indexer; \"without\": nil without it (a broken guarantee).")
+	fmt.Println("A write per informer right after the apiserver was back (all at once, through a client of neither side; writes at ready: once /readyz passed; at port: as soon as the apiserver's port accepted connections, retried until taken), ms from the moment the write returned: until the side's informer handed the written object (at or past the write's resource version) to its handlers, which client-go does after its indexer (so its lister) holds it (negative: the event came before the write's response); and until our WaitForFreshness(writtenRV), started at that moment, returned. \"ours wait − plain lister\" is per write, with a plain sighting before the write returned counted as 0 (the wait cannot start earlier): positive means our wait released later than plain client-go's lister showed the write (counted in \"waits later\"); \"ours wait − ours lister\" the same against our own informer's lister: how long the wait was held after our cache had the write. Pooled over the restarts; quantiles nearest-rank. \"with write\": waits that returned nil with the written object in the indexer; \"without\": nil without it (a broken guarantee).")
 	fmt.Println()
-	fmt.Println("| objects per informer | writes at | writes | write returned after /readyz, p50 / max (ms) | plain lister p50 / p99 / max | ours lister p50 / p99 / max | ours wait p50 / p99 / max | ours wait − plain lister p50 / p99 / max | waits nil: with write / without | wait errors, writes failed, never seen (plain / ours) |")
-	fmt.Println("| ---: | --- | ---: | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| objects per informer | writes at | writes | write returned after /readyz, p50 / max (ms) | plain lister p50 / p99 / max | ours lister p50 / p99 / max | ours wait p50 / p99 / max | ours wait − plain lister p50 / p99 / max | waits later than plain's lister | ours wait − ours lister p50 / p99 / max | waits nil: with write / without | wait errors, writes failed, never seen (plain / ours) |")
+	fmt.Println("| ---: | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- |")
 	for _, g := range groups {
 		n, at := g.size, g.at
-		var after, plainL, oursL, wait, diff []time.Duration
+		var after, plainL, oursL, wait, diff, held []time.Duration
+		var later int
 		var with, without, waitErrs, writeErrs, unseenP, unseenO int
 		var errSamples []string
 		for _, r := range of(g) {
@@ -95,7 +96,14 @@ func printReport(results []*roundResult) {
 				} else {
 					wait = append(wait, w.oursWait)
 					if w.plainSeen != never {
-						diff = append(diff, w.oursWait-max(w.plainSeen, 0))
+						d := w.oursWait - max(w.plainSeen, 0)
+						diff = append(diff, d)
+						if d > 0 {
+							later++
+						}
+					}
+					if w.oursSeen != never {
+						held = append(held, w.oursWait-max(w.oursSeen, 0))
 					}
 				}
 				if w.cached {
@@ -106,8 +114,8 @@ func printReport(results []*roundResult) {
 				}
 			}
 		}
-		fmt.Printf("| %d | %s | %d | %s / %s | %s | %s | %s | %s | %d / %d | %d, %d, %d / %d |\n", n, at, len(after)+writeErrs,
-			msf(quantile(after, 0.5)), msf(quantile(after, 1)), q3(plainL), q3(oursL), q3(wait), q3(diff), with, without, waitErrs, writeErrs, unseenP, unseenO)
+		fmt.Printf("| %d | %s | %d | %s / %s | %s | %s | %s | %s | %d | %s | %d / %d | %d, %d, %d / %d |\n", n, at, len(after)+writeErrs,
+			msf(quantile(after, 0.5)), msf(quantile(after, 1)), q3(plainL), q3(oursL), q3(wait), q3(diff), later, q3(held), with, without, waitErrs, writeErrs, unseenP, unseenO)
 		if len(errSamples) > 0 {
 			slices.Sort(errSamples)
 			errSamples = slices.Compact(errSamples)
@@ -199,6 +207,35 @@ func printReport(results []*roundResult) {
 				line += " " + num(float64(c)/float64(len(rs))) + " |"
 			}
 			fmt.Println(line)
+		}
+	}
+
+	fmt.Println()
+	fmt.Println("When each side's caches were whole again: the moment each watch-list's initial events ended (its bookmark annotated k8s.io/initial-events-end went through the proxy), in seconds after the apiserver was back (/readyz; negative: before), per restart pooled; and how many watch-lists got that far.")
+	fmt.Println()
+	fmt.Println("| objects per informer | writes at | side | watch-lists complete | p50 | p90 | max |")
+	fmt.Println("| ---: | --- | --- | ---: | ---: | ---: | ---: |")
+	for _, g := range groups {
+		rs, n, at := of(g), g.size, g.at
+		for _, sd := range []string{"plain", "ours"} {
+			var ends []time.Duration
+			total := 0
+			for _, r := range rs {
+				for _, q := range r.reqs {
+					if q.side != sd || !q.watchList() {
+						continue
+					}
+					total++
+					if e := q.initialEnd.Load(); e != 0 {
+						ends = append(ends, time.Unix(0, e).Sub(r.back))
+					}
+				}
+			}
+			if total == 0 {
+				continue
+			}
+			fmt.Printf("| %d | %s | %s | %d of %d | %s | %s | %s |\n", n, at, sd, len(ends), total,
+				secs(quantile(ends, 0.5)), secs(quantile(ends, 0.9)), secs(quantile(ends, 1)))
 		}
 	}
 
