@@ -695,29 +695,23 @@ func (b *bench) round(ctx context.Context, size, round int, writeAt string, nth 
 		}
 		return time.Since(t0)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		res.syncPlain = syncSide(func() {
-			for _, f := range plainFactories {
-				f.Start(ictx.Done())
-				shutdowns = append(shutdowns, f.Shutdown)
-			}
-		}, func() bool {
-			return !slices.ContainsFunc(pairs, func(p *pair) bool { return !p.plain.HasSynced() })
-		})
+	// One side at a time, so that neither's sync competes with the other's.
+	res.syncPlain = syncSide(func() {
+		for _, f := range plainFactories {
+			f.Start(ictx.Done())
+			shutdowns = append(shutdowns, f.Shutdown)
+		}
+	}, func() bool {
+		return !slices.ContainsFunc(pairs, func(p *pair) bool { return !p.plain.HasSynced() })
 	})
-	wg.Wait() // one side at a time, so that neither's sync competes with the other's
-	wg.Go(func() {
-		res.syncO = syncSide(func() {
-			for _, f := range ourFactories {
-				f.StartWithContext(ictx)
-				shutdowns = append(shutdowns, f.Shutdown)
-			}
-		}, func() bool {
-			return !slices.ContainsFunc(pairs, func(p *pair) bool { return !p.ours.HasSynced() })
-		})
+	res.syncO = syncSide(func() {
+		for _, f := range ourFactories {
+			f.StartWithContext(ictx)
+			shutdowns = append(shutdowns, f.Shutdown)
+		}
+	}, func() bool {
+		return !slices.ContainsFunc(pairs, func(p *pair) bool { return !p.ours.HasSynced() })
 	})
-	wg.Wait()
 	if ictx.Err() != nil {
 		return nil, ictx.Err()
 	}
