@@ -45,6 +45,9 @@ func printReport(results []*roundResult) {
 			if !r.endedQuiet {
 				note = " (window bound reached)"
 			}
+			if r.startRetries > 0 {
+				note += fmt.Sprintf(" (the apiserver failed to start %d time(s) first)", r.startRetries)
+			}
 			fmt.Printf("| %d | %s | %d | %s → %s | %d | %d | %s | %s | %s | %s | %.1f / %.1f%s |\n", n, at, r.round,
 				secs(r.portOpen), secs(r.outage), r.plain.requests, r.ours.requests, ratio(float64(r.ours.requests), float64(r.plain.requests)),
 				mbf(r.plain.bytes()), mbf(r.ours.bytes()), ratio(float64(r.ours.bytes()), float64(r.plain.bytes())),
