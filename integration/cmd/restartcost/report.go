@@ -65,14 +65,14 @@ func printReport(results []*roundResult) {
 	}
 
 	fmt.Println()
-	fmt.Println("A write per informer right after the apiserver was back (all at once, through a client of neither side; writes at ready: once /readyz passed; at port: as soon as the apiserver's port accepted connections, retried until taken), ms from the moment the write returned: until the side's informer handed the written object (at or past the write's resource version) to its handlers, which client-go does after its indexer (so its lister) holds it (negative: the event came before the write's response); and until our WaitForFreshness(writtenRV), started at that moment, returned. \"ours wait − plain lister\" is per write, with a plain sighting before the write returned counted as 0 (the wait cannot start earlier): positive means our wait released later than plain client-go's lister showed the write (counted in \"waits later\"); \"ours wait − ours lister\" the same against our own informer's lister: how long the wait was held after our cache had the write. Pooled over the restarts; quantiles nearest-rank. \"with write\": waits that returned nil with the written object in the indexer; \"without\": nil without it (a broken guarantee).")
+	fmt.Println("A write per informer right after the apiserver was back (all at once, through a client of neither side; writes at ready: once /readyz passed; at port: as soon as the apiserver's port accepted connections, retried until taken), ms from the moment the write returned: until the side's informer handed the written object (at or past the write's resource version) to its handlers, which client-go does after its indexer (so its lister) holds it (negative: the event came before the write's response); and until our WaitForFreshness(writtenRV), started at that moment, returned. \"ours wait − plain lister\" is per write, with a plain sighting before the write returned counted as 0 (the wait cannot start earlier): positive means our wait released later than plain client-go's lister showed the write (counted in \"waits later\", all of them, and those later by more than 1 ms: a write both sides had before it returned counts as later by the wait call's own microseconds); \"ours wait − ours lister\" the same against our own informer's lister: how long the wait was held after our cache had the write. Pooled over the restarts; quantiles nearest-rank. \"with write\": waits that returned nil with the written object in the indexer; \"without\": nil without it (a broken guarantee).")
 	fmt.Println()
-	fmt.Println("| objects per informer | writes at | writes | write returned after /readyz, p50 / max (ms) | plain lister p50 / p99 / max | ours lister p50 / p99 / max | ours wait p50 / p99 / max | ours wait − plain lister p50 / p99 / max | waits later than plain's lister | ours wait − ours lister p50 / p99 / max | waits nil: with write / without | wait errors, writes failed, never seen (plain / ours) |")
+	fmt.Println("| objects per informer | writes at | writes | write returned after /readyz, p50 / max (ms) | plain lister p50 / p99 / max | ours lister p50 / p99 / max | ours wait p50 / p99 / max | ours wait − plain lister p50 / p99 / max | waits later than plain's lister: all / by over 1 ms | ours wait − ours lister p50 / p99 / max | waits nil: with write / without | wait errors, writes failed, never seen (plain / ours) |")
 	fmt.Println("| ---: | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | --- | --- |")
 	for _, g := range groups {
 		n, at := g.size, g.at
 		var after, plainL, oursL, wait, diff, held []time.Duration
-		var later int
+		var later, later1 int
 		var with, without, waitErrs, writeErrs, unseenP, unseenO int
 		var errSamples []string
 		for _, r := range of(g) {
@@ -104,6 +104,9 @@ func printReport(results []*roundResult) {
 						if d > 0 {
 							later++
 						}
+						if d > time.Millisecond {
+							later1++
+						}
 					}
 					if w.oursSeen != never {
 						held = append(held, w.oursWait-max(w.oursSeen, 0))
@@ -117,8 +120,8 @@ func printReport(results []*roundResult) {
 				}
 			}
 		}
-		fmt.Printf("| %d | %s | %d | %s / %s | %s | %s | %s | %s | %d | %s | %d / %d | %d, %d, %d / %d |\n", n, at, len(after)+writeErrs,
-			msf(quantile(after, 0.5)), msf(quantile(after, 1)), q3(plainL), q3(oursL), q3(wait), q3(diff), later, q3(held), with, without, waitErrs, writeErrs, unseenP, unseenO)
+		fmt.Printf("| %d | %s | %d | %s / %s | %s | %s | %s | %s | %d / %d | %s | %d / %d | %d, %d, %d / %d |\n", n, at, len(after)+writeErrs,
+			msf(quantile(after, 0.5)), msf(quantile(after, 1)), q3(plainL), q3(oursL), q3(wait), q3(diff), later, later1, q3(held), with, without, waitErrs, writeErrs, unseenP, unseenO)
 		if len(errSamples) > 0 {
 			slices.Sort(errSamples)
 			errSamples = slices.Compact(errSamples)
