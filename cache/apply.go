@@ -13,6 +13,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -63,8 +64,13 @@ func (f *FreshInformer) unlockApply() {
 	if barrier != nil {
 		close(barrier)
 	}
-	append(due, f.trust.declared(len(declare))...).Run()
+	append(due, f.trust.Declared(len(declare))...).Run()
 }
+
+// state and applied are the trust state's (trust.Trust.Owned). applyMu is
+// held.
+func (f *FreshInformer) state() trust.State    { s, _ := f.trust.Owned(); return s }
+func (f *FreshInformer) applied() freshness.RV { _, a := f.trust.Owned(); return a }
 
 // settle keeps what a trust update released, for unlockApply. applyMu is
 // held.
@@ -78,7 +84,7 @@ func (f *FreshInformer) settle(due rvwait.Due) {
 func (f *FreshInformer) found(r reflector.Regression, rewritten bool) {
 	slices.Sort(r.SampleKeys)
 	f.declare = append(f.declare, r)
-	f.settle(f.trust.found(rewritten))
+	f.settle(f.trust.Found(rewritten))
 }
 
 // declareRegression declares r: an error-level log, Stats.Regressions and
@@ -103,7 +109,7 @@ func (f *FreshInformer) declareRegression(r reflector.Regression) {
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
-	if f.trust.state == restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
+	if f.state() == trust.Restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
 		// A restore was declared: what the queue still holds from before
 		// its relist is of the history the server lost, or of a watch
 		// resumed on the restored one: the relist replaces it all.
@@ -120,12 +126,12 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 		return nil
 	case toolscache.ReplacedAll:
 		admitted := f.guard.TakeList()
-		if f.trust.state == restoring {
-			if admitted.Stamp.Epoch < f.trust.restoreEpoch {
+		if f.state() == trust.Restoring {
+			if !f.trust.RelistOwned(admitted.Stamp) {
 				return nil // requested before the restore was declared: of the lost history
 			}
 			defer func() {
-				if f.trust.state == restoring { // not applied (a key error, a panicking IndexFunc): ask again
+				if f.state() == trust.Restoring { // not applied (a key error, a panicking IndexFunc): ask again
 					f.guard.RequestRelist()
 				}
 			}()
@@ -153,7 +159,7 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 // clientset, and nothing about it can be called fresh. The next comparable
 // list ends plain mode. err is ParseRV's error for "".
 func (f *FreshInformer) unstamped(rv string, err error) {
-	if rv == "" && err != nil && f.trust.state != plain {
+	if rv == "" && err != nil && f.state() != trust.Plain {
 		f.markIncomparable(errUnstamped(err))
 	}
 }
@@ -184,7 +190,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		// would come back to life; its deletion may have been malformed, so
 		// that freshness stayed at the add's own resource version).
 		if f.notNewerThanStream(newRV, newErr) {
-			f.reject("add", obj, newRVs, f.trust.applied.String())
+			f.reject("add", obj, newRVs, f.applied().String())
 			return nil
 		}
 		if err := f.indexer.Add(obj); err != nil {
@@ -203,7 +209,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		return nil
 	}
 	if newRVs != oldRVs && f.behindStream(newRV, newErr) {
-		f.reject("update", obj, newRVs, f.trust.applied.String())
+		f.reject("update", obj, newRVs, f.applied().String())
 		return nil
 	}
 	if err := f.indexer.Update(obj); err != nil {
@@ -246,14 +252,14 @@ func (f *FreshInformer) delete(obj any) error {
 	if exists && !isTombstone && f.behindStream(delRV, delErr) {
 		// Out of order whatever the cached state, which may be malformed
 		// and so not comparable with it: a replay of an older deletion.
-		f.reject("delete", obj, delRVs, f.trust.applied.String())
+		f.reject("delete", obj, delRVs, f.applied().String())
 		return nil
 	}
 	if !exists && !isTombstone && f.notNewerThanStream(delRV, delErr) {
 		// The key is gone already; a deletion not newer than the stream
 		// (every event has a revision of its own) is a duplicate or a
 		// replay of one that handlers have heard of.
-		f.reject("delete", obj, delRVs, f.trust.applied.String())
+		f.reject("delete", obj, delRVs, f.applied().String())
 		return nil
 	}
 	if !exists && !isTombstone && delErr != nil && delRVs != "" {
@@ -301,8 +307,8 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	// Where the cache stood: it applied every event up to there (none to
 	// trust in plain mode, or while a declared restore waits for this list).
 	var reached freshness.RV
-	if f.trust.state == trusted {
-		reached = f.trust.applied
+	if f.state() == trust.Trusted {
+		reached = f.applied()
 	}
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -366,7 +372,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 // stream delivered: a stream's resource versions only grow, so it is out of
 // order, whether or not its key is cached. applyMu is held.
 func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
-	return err == nil && f.trust.state == trusted && f.streamCompare(rv) > 0
+	return err == nil && f.state() == trust.Trusted && f.streamCompare(rv) > 0
 }
 
 // notNewerThanStream reports whether an event at rv is not newer than what
@@ -374,7 +380,7 @@ func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
 // or a duplicate: every event has a resource version of its own. applyMu
 // is held.
 func (f *FreshInformer) notNewerThanStream(rv freshness.RV, err error) bool {
-	return err == nil && f.trust.state == trusted && f.streamCompare(rv) >= 0
+	return err == nil && f.state() == trust.Trusted && f.streamCompare(rv) >= 0
 }
 
 // streamCompare compares the stream's position with rv: the applied
@@ -384,7 +390,7 @@ func (f *FreshInformer) streamCompare(rv freshness.RV) int {
 	if !f.zone.end.IsZero() {
 		return f.zone.stream.Compare(rv)
 	}
-	return f.trust.applied.Compare(rv)
+	return f.applied().Compare(rv)
 }
 
 // observeEvent advances freshness to an applied event's resource version.
@@ -398,7 +404,7 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
 	f.streamAt(rv)
-	f.settle(f.trust.advance(rv))
+	f.settle(f.trust.Advance(rv))
 }
 
 // listRegression counts the keys a list moved back: cached keys listed at
@@ -427,7 +433,7 @@ func (b *listRegression) add(key string, count *int) {
 func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
 	f.recent.reset()
 	if s == "0" {
-		f.settle(f.trust.listedAtZero(admitted.Stamp))
+		f.settle(f.trust.ListedAtZero(admitted.Stamp))
 		return
 	}
 	rv, err := freshness.ParseRV(s)
@@ -440,8 +446,8 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 	}
 	f.zone.stream = rv
 	var prev freshness.RV // what the cache had applied; none to compare with when starting over
-	if f.trust.state == trusted {
-		prev = f.trust.applied
+	if f.state() == trust.Trusted {
+		prev = f.applied()
 	}
 	found := func(reason reflector.RegressionReason) {
 		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
@@ -460,12 +466,12 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 	case back.lostWrites > 0:
 		found(reflector.RegressionWritesLost)
 	}
-	if f.trust.state == restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
+	if f.state() == trust.Restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
 		f.written.reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.pruneReached(rv)
 	}
-	f.settle(f.trust.listed(rv, admitted.Stamp))
+	f.settle(f.trust.Listed(rv, admitted.Stamp))
 }
 
 // markIncomparable switches the informer to plain mode until a list's
@@ -474,9 +480,9 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 // be claimed. Single events with malformed resource versions do not get
 // here: the Guard counts and skips them. applyMu is held.
 func (f *FreshInformer) markIncomparable(err error) {
-	if f.trust.state != plain {
+	if f.state() != trust.Plain {
 		logIncomparable(f.log(), err) // scope.go
-		f.settle(f.trust.incomparable(err))
+		f.settle(f.trust.Incomparable(err))
 		f.recent.reset()
 	}
 }

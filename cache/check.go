@@ -9,6 +9,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/guard"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -64,8 +65,8 @@ func (r *recentRVs) contains(rv freshness.RV) bool {
 // answers instead of being told "fresh" by the old history. While an
 // outage or a restore holds waits anyway, what ends it tells.
 func (f *FreshInformer) checkWrite(rv freshness.RV) {
-	v := f.trust.view()
-	if v.state != trusted || v.applied.Compare(rv) <= 0 || v.outage {
+	v := f.trust.View()
+	if v.State != trust.Trusted || v.Applied.Compare(rv) <= 0 || v.Outage {
 		return
 	}
 	f.applyMu.Lock()
@@ -79,21 +80,21 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 // checkStarting is the restore checks' Runner's OnStart: waits are held
 // from the moment a check is asked for until the series of checks ends
 // (checkIdle).
-func (f *FreshInformer) checkStarting() { f.trust.checking() }
+func (f *FreshInformer) checkStarting() { f.trust.Checking() }
 
 // checkIdle is the Runner's OnIdle.
-func (f *FreshInformer) checkIdle() { f.trust.checkDone().Run() }
+func (f *FreshInformer) checkIdle() { f.trust.CheckDone().Run() }
 
 // runCheck is one restore check (the Runner's function).
 func (f *FreshInformer) runCheck(ctx context.Context) {
-	st := f.trust.view().stamp
+	st := f.trust.View().Stamp
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if !f.checkServer(ctx, st) {
 		return
 	}
-	f.trust.answered(st).Run()
-	if now := f.trust.view(); now.stamp.Epoch != st.Epoch && now.state != restoring {
+	f.trust.Answered(st).Run()
+	if now := f.trust.View(); now.Stamp.Epoch != st.Epoch && now.State != trust.Restoring {
 		// A regression found meanwhile voided what the read showed: it
 		// may not speak for the cache's history now. Ask again.
 		f.checks.Run(f.runCheck, true)
@@ -108,7 +109,7 @@ func (f *FreshInformer) runCheck(ctx context.Context) {
 // forgets its freshness (waits block until the relist is applied) and
 // relists from the restored server. It reports whether the server
 // answered.
-func (f *FreshInformer) checkServer(ctx context.Context, st stamp) (answered bool) {
+func (f *FreshInformer) checkServer(ctx context.Context, st trust.Stamp) (answered bool) {
 	if n := f.restoreCheckKeys(); n > 0 {
 		s, err := f.listSnapshot(ctx, int64(n))
 		if err != nil {
@@ -130,7 +131,7 @@ func (f *FreshInformer) checkServer(ctx context.Context, st stamp) (answered boo
 // when it was sent shows the server's history went back: a consistent
 // read never answers below what the server delivered before it. That is
 // declared as a restore.
-func (f *FreshInformer) consistentRV(ctx context.Context, st stamp) (freshness.RV, error) {
+func (f *FreshInformer) consistentRV(ctx context.Context, st trust.Stamp) (freshness.RV, error) {
 	floor := f.guard.Floor()
 	server, err := f.serverResourceVersion(ctx)
 	if err != nil {
@@ -168,8 +169,8 @@ func (f *FreshInformer) restoreCheckKeys() int {
 // the stamp of the read: a regression found since voids it, so that Sync,
 // a quiet probe and a check, which may each find one restore, declare it
 // once.
-func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, floor freshness.RV, back listRegression, st stamp) {
-	begun, due := f.trust.restore(st)
+func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, floor freshness.RV, back listRegression, st trust.Stamp) {
+	begun, due := f.trust.Restore(st)
 	f.settle(due)
 	if !begun {
 		return
@@ -187,18 +188,18 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, 
 type guardOwner struct{ f *FreshInformer }
 
 func (o guardOwner) Floor() (proven freshness.RV, relisting bool) {
-	o.f.trust.read(func() { proven, relisting = o.f.trust.proven, o.f.trust.state == restoring })
-	return proven, relisting
+	v := o.f.trust.View()
+	return v.Proven, v.State == trust.Restoring
 }
 
 func (o guardOwner) Stamp() guard.Stamp {
-	st := o.f.trust.view().stamp
+	st := o.f.trust.View().Stamp
 	return st
 }
 
-func (o guardOwner) Regressing() { o.f.trust.regressed() }
+func (o guardOwner) Regressing() { o.f.trust.Regressed() }
 
-func (o guardOwner) Broken() { o.f.trust.failed().Run() }
+func (o guardOwner) Broken() { o.f.trust.Failed().Run() }
 
 // Resuming decides how the stream resumes after it broke (a failed
 // request, a stream ended early): the server may have restarted from a
@@ -211,22 +212,22 @@ func (o guardOwner) Broken() { o.f.trust.failed().Run() }
 // either.
 func (o guardOwner) Resuming(ctx context.Context) (relist bool) {
 	f := o.f
-	if !f.trust.view().outage {
+	if !f.trust.View().Outage {
 		return false
 	}
 	if n := f.restoreCheckKeys(); n == 0 || f.cachedKeys.Load() <= int64(n) {
 		return true
 	}
 	f.resumeChecks.Add(1)
-	st := f.trust.view().stamp
-	f.trust.checking()
-	defer func() { f.trust.checkDone().Run() }()
+	st := f.trust.View().Stamp
+	f.trust.Checking()
+	defer func() { f.trust.CheckDone().Run() }()
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if !f.checkServer(ctx, st) {
 		return true
 	}
-	f.trust.answered(st).Run()
+	f.trust.Answered(st).Run()
 	return false
 }
 

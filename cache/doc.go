@@ -25,7 +25,7 @@
 //	   │                                    declares keys a list moves back
 //	   ▼
 //	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
-//	            (trust.go)                   Sync, AfterFreshness) wakes here;
+//	      (internal/trust)                   Sync, AfterFreshness) wakes here;
 //	                                         internal/handlers delivers to them
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
@@ -44,8 +44,8 @@
 //
 // # When a wait returns
 //
-// One type decides it (trust.go): the informer's trust state, under one
-// lock, with one function (publish) that says what waits see. Every piece
+// One type decides it (internal/trust): the informer's trust state, under
+// one lock, with one function (publish) that says what waits see. Every piece
 // of evidence is submitted to it, stamped with the epoch (regressions
 // found) and the failures seen when its request was sent; evidence from an
 // older epoch is void.

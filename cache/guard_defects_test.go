@@ -629,7 +629,7 @@ func TestWriteDuringOutageIsVerified(t *testing.T) {
 	lw.mu.Unlock()
 	lw.queueLists(listResponse{rv: "99", objects: []*corev1.ConfigMap{cm("a", "99", "restored")}})
 	w.Stop()
-	eventually(t, "the outage", func() bool { return !inf.trust.reached(mustRV(t, "99")) })
+	eventually(t, "the outage", func() bool { return !inf.trust.Reached(mustRV(t, "99")) })
 	if err := inf.RecordWrite("99"); err != nil { // delivered before, handed out again
 		t.Fatal(err)
 	}

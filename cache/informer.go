@@ -21,6 +21,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -43,7 +44,7 @@ type FreshInformer struct {
 	selector     Selector
 	clock        clock.Clock
 	indexer      toolscache.Indexer
-	trust        trust // the one place that decides when a wait returns (trust.go)
+	trust        trust.Trust // the one place that decides when a wait returns (internal/trust)
 	guard        *guard.Guard
 	processor    *handlers.Processor
 	metrics      InformerMetrics // nil without WithMetrics
@@ -192,7 +193,7 @@ func (f *FreshInformer) Stats() Stats {
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
 		RestoreProbes:       f.checks.Runs() + f.resumeChecks.Load(),
-		PendingWaiters:      f.trust.view().pending,
+		PendingWaiters:      f.trust.View().Pending,
 	}
 	s.Regressions = f.regressions.Load()
 	return s
@@ -277,7 +278,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Unlock()
 	f.checks.Stop()
 	f.stopProbes()
-	f.trust.stop().Run()
+	f.trust.Stop().Run()
 	close(stopProcessor)
 	wg.Wait()
 	if f.metrics != nil {

@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // maxWrittenKeys bounds the keys of written objects an informer keeps
@@ -62,8 +63,8 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	applied := f.trust.applied
-	if f.trust.state != trusted || rv.Compare(applied) <= 0 {
+	applied := f.applied()
+	if f.state() != trust.Trusted || rv.Compare(applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}
 	f.written.add(key, rv, applied)

@@ -57,7 +57,7 @@ func TestLostWritesAreDeclared(t *testing.T) {
 				results <- result{err, inf.Stats().Regressions}
 			}()
 		}
-		eventually(t, "two pending waits", func() bool { return inf.trust.view().pending == 2 })
+		eventually(t, "two pending waits", func() bool { return inf.trust.View().Pending == 2 })
 
 		// The restored server: a, b at their snapshot states; c untouched
 		// (no recorded write); gone deleted since (absent: not a proof).
@@ -194,14 +194,14 @@ func TestEveryHoldUntilDeclaredIsReleased(t *testing.T) {
 	for _, reason := range []reflector.RegressionReason{reflector.RegressionKeysWentBack, reflector.RegressionWritesLost} {
 		inf.found(reflector.Regression{Reason: reason, ListResourceVersion: "100", Floor: "100"}, false)
 	}
-	if inf.trust.reached(mustRV(t, "100")) {
+	if inf.trust.Reached(mustRV(t, "100")) {
 		inf.unlockApply()
 		t.Fatal("waits released before the regressions were declared")
 	}
 	inf.unlockApply()
 	regs.next(t)
 	regs.next(t)
-	if !inf.trust.reached(mustRV(t, "100")) {
+	if !inf.trust.Reached(mustRV(t, "100")) {
 		t.Fatal("the tracker is still held after both regressions were declared")
 	}
 }

@@ -105,7 +105,7 @@ type writeSample struct {
 // it is observed at once if the cache has reached it already.
 func (v *writeVisibility) record(f *FreshInformer, rv freshness.RV, start time.Time) {
 	v.mu.Lock()
-	if f.trust.reached(rv) {
+	if f.trust.Reached(rv) {
 		v.mu.Unlock()
 		f.metrics.ObserveWriteVisible(time.Since(start))
 		return
@@ -132,7 +132,7 @@ func (v *writeVisibility) armLocked(f *FreshInformer) {
 	v.armed = true
 	target := v.pending[0].rv
 	v.mu.Unlock()
-	_, due := f.trust.afterFunc(target, func(err error) { v.reached(f, err) })
+	_, due := f.trust.AfterFunc(target, func(err error) { v.reached(f, err) })
 	due.Run()
 }
 
@@ -154,7 +154,7 @@ func (v *writeVisibility) reached(f *FreshInformer, err error) {
 		return
 	}
 	n := 0
-	for n < len(v.pending) && f.trust.reached(v.pending[n].rv) {
+	for n < len(v.pending) && f.trust.Reached(v.pending[n].rv) {
 		f.metrics.ObserveWriteVisible(now.Sub(v.pending[n].at))
 		n++
 	}

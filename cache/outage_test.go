@@ -62,7 +62,7 @@ func startOutage(t *testing.T, opts ...Option) (*FreshInformer, *scriptedLW) {
 	inf, lw, w := startFresh(t, opts...)
 	lw.failWatches(connectionRefused())
 	w.Stop()
-	eventually(t, "the outage to hold waits", func() bool { return !inf.trust.reached(mustRV(t, "50")) })
+	eventually(t, "the outage to hold waits", func() bool { return !inf.trust.Reached(mustRV(t, "50")) })
 	return inf, lw
 }
 
@@ -96,7 +96,7 @@ func TestWaitDuringOutageWaitsForTheRelist(t *testing.T) {
 	if s := inf.Stats(); s.Regressions != 0 {
 		t.Fatalf("a plain outage declared %d regressions", s.Regressions)
 	}
-	if !inf.trust.reached(mustRV(t, "120")) {
+	if !inf.trust.Reached(mustRV(t, "120")) {
 		t.Fatal("the fast path does not work again after the outage")
 	}
 }
@@ -112,7 +112,7 @@ func TestWaitDuringOutageWaitsForTheRelist(t *testing.T) {
 func TestWaitsAreHeldBetweenStreams(t *testing.T) {
 	inf, _, w := startFresh(t)
 	w.Error(goneError()) // minutes before its timeout
-	eventually(t, "the stream's end to hold waits", func() bool { return !inf.trust.reached(mustRV(t, "50")) })
+	eventually(t, "the stream's end to hold waits", func() bool { return !inf.trust.Reached(mustRV(t, "50")) })
 	assertHeld(t, inf, "50", "while the Reflector backs off before its relist")
 	waitFresh(t, inf, "50")
 	if got := inf.LastObservedResourceVersion(); got != "120" {
@@ -129,9 +129,9 @@ func TestStreamEndedAtItsTimeoutHoldsNothing(t *testing.T) {
 	clk.Step(20 * time.Minute)
 	w.Stop()
 	w2 := lw.nextWatcher()
-	if !inf.trust.reached(mustRV(t, "100")) || lw.listCount() != lists {
+	if !inf.trust.Reached(mustRV(t, "100")) || lw.listCount() != lists {
 		t.Fatalf("a watch ended at its timeout held waits (%v) or relisted (%d lists, had %d)",
-			!inf.trust.reached(mustRV(t, "100")), lw.listCount(), lists)
+			!inf.trust.Reached(mustRV(t, "100")), lw.listCount(), lists)
 	}
 	w2.Add(cm("a", "130"))
 	waitFresh(t, inf, "130")

@@ -46,7 +46,7 @@ func queuedInformerOn(t *testing.T, lw toolscache.ListerWatcher, transform tools
 // back to 50.
 func declareRestore(t *testing.T, inf *FreshInformer) {
 	t.Helper()
-	st := inf.trust.view().stamp
+	st := inf.trust.View().Stamp
 	inf.applyMu.Lock()
 	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), inf.guard.Floor(), listRegression{}, st)
 	inf.unlockApply()
@@ -119,14 +119,14 @@ func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 	}
 	declareRestore(t, inf)
 	drain(t, q, inf, 2)
-	if inf.trust.reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
+	if inf.trust.Reached(mustRV(t, "60")) || cached(inf, "a") != "100" || cached(inf, "b") != "" {
 		t.Fatalf("after the old list: fresh at 60 %v, a=%q b=%q; want nothing applied before the relist",
-			inf.trust.reached(mustRV(t, "60")), cached(inf, "a"), cached(inf, "b"))
+			inf.trust.Reached(mustRV(t, "60")), cached(inf, "a"), cached(inf, "b"))
 	}
 	askList(t, inf)
 	replace(t, q, "60", cm("a", "40")) // the relist the declaration asked for
 	drain(t, q, inf, 1)
-	if !inf.trust.reached(mustRV(t, "60")) || inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+	if !inf.trust.Reached(mustRV(t, "60")) || inf.trust.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
 		t.Fatalf("after the relist: current %v, a=%q; want 60 and a@40", inf.current(), cached(inf, "a"))
 	}
 	if s := inf.Stats(); s.Regressions != 1 {
@@ -173,13 +173,13 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 		t.Fatal("the queue took a list its transform failed on")
 	}
 	guardOwner{inf}.Broken() // a request fails; its check does not run here
-	if inf.trust.reached(mustRV(t, "100")) {
+	if inf.trust.Reached(mustRV(t, "100")) {
 		t.Fatal("the outage does not hold waits")
 	}
 	askList(t, inf)
 	replace(t, q, "102", cm("a", "100")) // requested after the failure
 	drain(t, q, inf, 1)
-	if !inf.trust.reached(mustRV(t, "102")) {
+	if !inf.trust.Reached(mustRV(t, "102")) {
 		t.Fatal("a list requested after the failure did not end the outage (the refused list was counted as queued)")
 	}
 
@@ -192,7 +192,7 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 	askList(t, inf) // the Reflector lists again
 	replace(t, q, "61", cm("a", "40"), cm("bad", "40"))
 	drain(t, q, inf, 1)
-	if !inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+	if !inf.trust.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
 		t.Fatalf("the restore's relist, listed again: current %v, a=%q; want 61 and a@40", inf.current(), cached(inf, "a"))
 	}
 }
@@ -218,7 +218,7 @@ func TestRestoreRelistThatFailsIsAskedForAgain(t *testing.T) {
 	askList(t, inf)
 	replace(t, q, "61", cm("a", "40"))
 	drain(t, q, inf, 1)
-	if !inf.trust.reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
+	if !inf.trust.Reached(mustRV(t, "61")) || cached(inf, "a") != "40" {
 		t.Fatalf("after the second relist: current %v, a=%q; want 61 and a@40", inf.current(), cached(inf, "a"))
 	}
 }
@@ -265,7 +265,7 @@ func TestRestoreCheckReadsEveryPage(t *testing.T) {
 	inf, q := queuedInformerOn(t, lw, nil, WithRegressionHandler(regs.handle))
 	replace(t, q, "100", cm("a", "10"), cm("b", "20"), cm("c", "30"), cm("d", "40"))
 	drain(t, q, inf, 1)
-	st := inf.trust.view().stamp
+	st := inf.trust.View().Stamp
 	if !inf.checkServer(context.Background(), st) {
 		t.Fatal("the check was not answered")
 	}

@@ -448,8 +448,7 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	if n := len(inf.quiet.samples); n > maxStalenessSamples {
 		t.Fatalf("%d samples kept, want at most %d", n, maxStalenessSamples)
 	}
-	inf.trust.state = trusted
-	inf.trust.applied = rvOf(1000)
+	inf.trust.Listed(rvOf(1000), inf.trust.View().Stamp)
 	s, ok := inf.Staleness()
 	if !ok || s > time.Since(base) {
 		t.Errorf("Staleness = %v, %v", s, ok)
@@ -494,18 +493,18 @@ func TestWaitJoinedAfterTheReadIsNotFailedByIt(t *testing.T) {
 	lw := newQuietLW(t, "10")
 	inf, _ := startQuiet(t, lw, WithQuietProbeDelay(-1)) // the test sends the reads
 	lw.setServerRV("20")
-	sent := inf.trust.view().seq // a read is sent now
+	sent := inf.trust.View().Seq // a read is sent now
 	done := make(chan error, 1)
 	go func() { done <- inf.WaitForFreshness(context.Background(), "25") }()
-	eventually(t, "the wait", func() bool { return inf.trust.view().pending == 1 })
-	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
+	eventually(t, "the wait", func() bool { return inf.trust.View().Pending == 1 })
+	inf.trust.TooLarge(mustRV(t, "20"), sent).Run()
 	select {
 	case err := <-done:
 		t.Fatalf("a wait that joined after the read was failed by it: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	sent = inf.trust.view().seq // a read sent after it joined
-	inf.trust.tooLarge(mustRV(t, "20"), sent).Run()
+	sent = inf.trust.View().Seq // a read sent after it joined
+	inf.trust.TooLarge(mustRV(t, "20"), sent).Run()
 	if err := <-done; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
 		t.Fatalf("WaitForFreshness = %v", err)
 	}

@@ -86,7 +86,7 @@ type ProbeStats struct {
 // ProbeStats returns the informer's probe counters.
 func (f *FreshInformer) ProbeStats() ProbeStats {
 	p := &f.quiet
-	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: f.trust.view().advances, Relists: p.relists.Load(),
+	return ProbeStats{Probes: p.probes.Load(), Requests: p.requests.Load(), Advances: f.trust.View().Advances, Relists: p.relists.Load(),
 		Snapshots: p.snapshots.Load(), SnapshotMatches: p.snapshotMatches.Load(), BehindSnapshot: p.behindSnapshot.Load()}
 }
 
@@ -158,7 +158,7 @@ func (f *FreshInformer) joinWait(target freshness.RV) {
 		return
 	}
 	if p.idle > 0 { // backing off: is this the lowest target? (scanned only then)
-		if v := f.trust.view(); !v.anyTarget || target.Compare(v.lowest) < 0 {
+		if v := f.trust.View(); !v.AnyTarget || target.Compare(v.Lowest) < 0 {
 			p.idle = 0
 			f.disarmLocked()
 		}
@@ -185,7 +185,7 @@ func (f *FreshInformer) leaveWait() {
 // armLocked schedules a probe check after d. p.mu is held.
 func (f *FreshInformer) armLocked(d time.Duration) {
 	p := &f.quiet
-	p.armedAt = f.trust.view().applied
+	p.armedAt = f.trust.View().Applied
 	p.timers.Add(1)
 	p.timer = time.AfterFunc(d, f.probeDue) // real time: probes talk to a real server
 }
@@ -210,7 +210,7 @@ func (f *FreshInformer) probeDue() {
 	if p.stopped || p.waiters == 0 || p.runner.Running() {
 		return
 	}
-	if f.trust.view().applied.Compare(p.armedAt) > 0 || f.guard.RelistPending() {
+	if f.trust.View().Applied.Compare(p.armedAt) > 0 || f.guard.RelistPending() {
 		// The stream moved (it is meeting the waits), or a relist is on
 		// its way through it: check again later.
 		f.armLocked(f.probeDelay())
@@ -226,9 +226,9 @@ func (f *FreshInformer) probeDue() {
 
 // runProbe is one probe run (the Runner's function).
 func (f *FreshInformer) runProbe(ctx context.Context) {
-	start := f.trust.view().applied
+	start := f.trust.View().Applied
 	behind := f.probeOnce(ctx)
-	progressed := f.trust.view().applied.Compare(start) > 0
+	progressed := f.trust.View().Applied.Compare(start) > 0
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -271,11 +271,11 @@ func (f *FreshInformer) stopProbes() {
 // nothing while waits are held for another reason (an outage, a check, a
 // restore): what settles that releases them, and the server may be down.
 func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
-	v := f.trust.view()
-	if v.held {
+	v := f.trust.View()
+	if v.Held {
 		return false
 	}
-	start, st, seq := v.applied, v.stamp, v.seq
+	start, st, seq := v.Applied, v.Stamp, v.Seq
 	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
 	defer cancel()
 
@@ -304,13 +304,13 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 			return false
 		}
 	}
-	if f.trust.view().held { // the read found a restore
+	if f.trust.View().Held { // the read found a restore
 		return false
 	}
 	// The read was sent after every pending wait joined: a target above
 	// the server's resource version is beyond it.
-	f.trust.tooLarge(server, seq).Run()
-	if v := f.trust.view(); !v.anyTarget || server.Compare(v.lowest) < 0 {
+	f.trust.TooLarge(server, seq).Run()
+	if v := f.trust.View(); !v.AnyTarget || server.Compare(v.Lowest) < 0 {
 		return true // none is left, or those left joined since: probing for them can wait
 	}
 	if server.Compare(start) <= 0 {
@@ -324,7 +324,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	prove := func(lo, hi freshness.RV) {
 		f.applyMu.Lock()
 		defer f.unlockApply()
-		f.settle(f.trust.provedGap(lo, hi, st))
+		f.settle(f.trust.ProvedGap(lo, hi, st))
 	}
 	switch probe.AuxWatch(ctx, f.lw, start, server, probeWatchTimeoutSeconds, prove, f.log()) {
 	case probe.NoBookmark:

@@ -44,7 +44,7 @@ func (f *FreshInformer) NewestKnownResourceVersion() string {
 		newest = f.newestWrite
 	}
 	f.newestMu.Unlock()
-	if cur := f.trust.view().applied; cur.Compare(newest) > 0 {
+	if cur := f.trust.View().Applied; cur.Compare(newest) > 0 {
 		newest = cur
 	}
 	return newest.String()

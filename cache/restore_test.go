@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -165,7 +166,7 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // the relist
-	st := inf.trust.view().stamp
+	st := inf.trust.View().Stamp
 	restoreAt60(inf, st)
 	restoreAt60(inf, st) // before the relist
 	regs.next(t)
@@ -178,7 +179,7 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 
 // restoreAt60 declares, as a read with the stamp st would, that the
 // server is back at 60.
-func restoreAt60(inf *FreshInformer, st stamp) {
+func restoreAt60(inf *FreshInformer, st trust.Stamp) {
 	rv, _ := freshness.ParseRV("60")
 	inf.applyMu.Lock()
 	inf.beginRestore(reflector.RegressionServerBehind, rv, inf.guard.Floor(), listRegression{}, st)
@@ -203,7 +204,7 @@ func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
 	waitFresh(t, inf, "100")
 	rec.waitFor(t, 1)
 	lw.queueLists(listResponse{rv: "60", err: connectionRefused()}) // no relist yet
-	st := inf.trust.view().stamp
+	st := inf.trust.View().Stamp
 	restoreAt60(inf, st)
 	regs.next(t)
 	// An event the old stream had queued, applied after the declaration.

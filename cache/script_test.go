@@ -327,5 +327,5 @@ func name(obj any) string {
 
 // current returns the applied resource version.
 func (f *FreshInformer) current() freshness.RV {
-	return f.trust.view().applied
+	return f.trust.View().Applied
 }

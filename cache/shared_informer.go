@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/trust"
 
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -94,7 +95,7 @@ type indexerView struct {
 // list at "0" before the first event), what client-go's store reports:
 // the resource version of the last list or object it stored.
 func (v indexerView) LastStoreSyncResourceVersion() string {
-	if state := v.f.trust.view().state; state == plain || state == syncing {
+	if state := v.f.trust.View().State; state == trust.Plain || state == trust.Syncing {
 		return v.Indexer.LastStoreSyncResourceVersion()
 	}
 	return v.f.LastObservedResourceVersion()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -118,7 +119,7 @@ func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot
 // compareSnapshot). It returns the snapshot's resource version, the
 // server's current one, and whether the cache is now at least that fresh.
 // st is the trust's stamp when the probe began.
-func (f *FreshInformer) snapshotProbe(ctx context.Context, st stamp) (server freshness.RV, proved bool, err error) {
+func (f *FreshInformer) snapshotProbe(ctx context.Context, st trust.Stamp) (server freshness.RV, proved bool, err error) {
 	// One more object than cached: a longer list cannot match.
 	f.quiet.requests.Add(1)
 	s, err := f.listSnapshot(ctx, f.cachedKeys.Load()+1)
@@ -150,17 +151,17 @@ func (f *FreshInformer) snapshotProbe(ctx context.Context, st stamp) (server fre
 //     (RecordWrittenObject) is a lost write: declared before any wait it
 //     releases;
 //   - anything else proves nothing.
-func (f *FreshInformer) compareSnapshot(s snapshot, st stamp, prove bool) (proved bool) {
+func (f *FreshInformer) compareSnapshot(s snapshot, st trust.Stamp, prove bool) (proved bool) {
 	f.applyMu.Lock()
 	defer f.unlockApply()
-	if f.trust.state != trusted {
+	if f.state() != trust.Trusted {
 		return false
 	}
 	if !s.rv.AtLeast(s.floor) {
 		f.beginRestore(reflector.RegressionServerBehind, s.rv, s.floor, listRegression{}, st)
 		return false
 	}
-	cur := f.trust.applied
+	cur := f.applied()
 	at := s.rv.Compare(cur)
 	if at < 0 {
 		return true // the stream overtook the snapshot: fresher already
@@ -226,7 +227,7 @@ func (f *FreshInformer) compareSnapshot(s snapshot, st stamp, prove bool) (prove
 		return true // nothing to move
 	}
 	f.quiet.snapshotMatches.Add(1) // counted before a wait it releases can look
-	ok, due := f.trust.proved(s.rv, st)
+	ok, due := f.trust.Proved(s.rv, st)
 	f.settle(due)
 	if !ok { // a regression found since voids it
 		f.quiet.snapshotMatches.Add(^uint64(0))

@@ -360,7 +360,7 @@ func TestSnapshotWithADuplicateKeyProvesNothing(t *testing.T) {
 	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "9"))
 	inf, _ := startState(t, lw, WithQuietProbeDelay(-1))
 	s := snapshot{rv: mustRV(t, "12"), items: []runtime.Object{cm("a", "5"), cm("a", "5")}, complete: true}
-	st := inf.trust.view().stamp
+	st := inf.trust.View().Stamp
 	if inf.compareSnapshot(s, st, true) {
 		t.Fatal("a snapshot listing a twice (and not b) proved the cache fresh")
 	}

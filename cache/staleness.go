@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // Staleness returns an upper bound on how old the cache's view is: the
@@ -27,13 +28,13 @@ import (
 // waits or probes it says how long it has been since anything was known,
 // not that the cache is behind.
 func (f *FreshInformer) Staleness() (time.Duration, bool) {
-	tv := f.trust.view()
-	cur, state := tv.applied, tv.state
+	tv := f.trust.View()
+	cur, state := tv.Applied, tv.State
 	now := f.clock.Now()
 	p := &f.quiet
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if state == trusted {
+	if state == trust.Trusted {
 		f.coverLocked(cur)
 	}
 	if !p.hasCovered {

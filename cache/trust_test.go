@@ -32,14 +32,14 @@ func TestProofAfterADeclaredRestoreIsVoid(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	st := inf.trust.view().stamp // the probe's read is sent
+	st := inf.trust.View().Stamp // the probe's read is sent
 	declareRestore(t, inf)       // a restore check declares a restore meanwhile
 	inf.applyMu.Lock()
-	inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the bookmark proof lands
-	ok, due := inf.trust.proved(mustRV(t, "150"), st)                       // and a snapshot's
+	inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the bookmark proof lands
+	ok, due := inf.trust.Proved(mustRV(t, "150"), st)                       // and a snapshot's
 	inf.settle(due)
 	inf.unlockApply()
-	if ok || inf.trust.reached(mustRV(t, "150")) || inf.trust.reached(mustRV(t, "60")) || inf.LastObservedResourceVersion() != "" {
+	if ok || inf.trust.Reached(mustRV(t, "150")) || inf.trust.Reached(mustRV(t, "60")) || inf.LastObservedResourceVersion() != "" {
 		t.Fatalf("a proof from before the restore moved the position to %q (snapshot accepted %v)", inf.LastObservedResourceVersion(), ok)
 	}
 }
@@ -53,16 +53,16 @@ func TestProofRacingARestoreNeverReleasesWaits(t *testing.T) {
 			inf, q, _ := queuedInformer(t, nil)
 			replace(t, q, "100", cm("a", "100"))
 			drain(t, q, inf, 1)
-			st := inf.trust.view().stamp
+			st := inf.trust.View().Stamp
 			var wg sync.WaitGroup
 			wg.Go(func() { declareRestore(t, inf) })
 			wg.Go(func() {
 				inf.applyMu.Lock()
-				inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st))
+				inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st))
 				inf.unlockApply()
 			})
 			wg.Wait()
-			if inf.trust.reached(mustRV(t, "150")) {
+			if inf.trust.Reached(mustRV(t, "150")) {
 				t.Fatalf("fresh at 150 after a restore, at %s", inf.LastObservedResourceVersion())
 			}
 		})
@@ -80,17 +80,17 @@ func TestProofSentBeforeABreakIsVoid(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	st := inf.trust.view().stamp // the probe's read is sent
+	st := inf.trust.View().Stamp // the probe's read is sent
 	guardOwner{inf}.Broken()     // the server goes away meanwhile
 	askList(t, inf)              // and is listed again
 	replace(t, q, "120", cm("a", "100"))
 	drain(t, q, inf, 1)
 	inf.applyMu.Lock()
-	inf.settle(inf.trust.provedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the proof lands
-	ok, due := inf.trust.proved(mustRV(t, "150"), st)
+	inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the proof lands
+	ok, due := inf.trust.Proved(mustRV(t, "150"), st)
 	inf.settle(due)
 	inf.unlockApply()
-	if ok || inf.trust.reached(mustRV(t, "121")) || inf.LastObservedResourceVersion() != "120" {
+	if ok || inf.trust.Reached(mustRV(t, "121")) || inf.LastObservedResourceVersion() != "120" {
 		t.Fatalf("a proof sent before the break moved the position to %s", inf.LastObservedResourceVersion())
 	}
 }

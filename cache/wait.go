@@ -33,7 +33,7 @@ import (
 func (f *FreshInformer) Sync(ctx context.Context) error {
 	var rv freshness.RV
 	var err error
-	st := f.trust.view().stamp
+	st := f.trust.View().Stamp
 	if f.snapshotRoute() {
 		rv, _, err = f.snapshotProbe(ctx, st)
 	} else {
@@ -89,7 +89,7 @@ func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() b
 // exactly when one does.
 func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 	target, err := freshness.ParseRV(rv)
-	if err == nil && f.trust.reached(target) { // one atomic load
+	if err == nil && f.trust.Reached(target) { // one atomic load
 		if f.metrics != nil {
 			f.metrics.ObserveWait(WaitFresh, 0)
 		}
@@ -115,7 +115,7 @@ func (f *FreshInformer) WaitForFreshness(ctx context.Context, rv string) error {
 // cache has applied, "" before the first list. It never decreases while the
 // informer runs, except by a declared regression.
 func (f *FreshInformer) LastObservedResourceVersion() string {
-	return f.trust.view().shown.String()
+	return f.trust.View().Shown.String()
 }
 
 // waitBounded is WaitForFreshness's wait once rv is parsed: the trust's
@@ -124,12 +124,12 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 	if err := f.notStarted(target); err != nil {
 		return err
 	}
-	if f.trust.reached(target) || f.probeDelay() < 0 || f.lw == nil {
-		return f.trust.wait(ctx, target)
+	if f.trust.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
+		return f.trust.Wait(ctx, target)
 	}
 	f.joinWait(target)
 	defer f.leaveWait()
-	return f.trust.wait(ctx, target)
+	return f.trust.Wait(ctx, target)
 }
 
 // notStarted is the error of a wait for target on an informer never run.
@@ -145,17 +145,17 @@ func (f *FreshInformer) notStarted(target freshness.RV) error {
 // until it runs or is stopped. Like WaitForFreshness, it is held back
 // while waits are (see the package documentation, "When a wait returns").
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
-	if err := f.notStarted(target); err != nil && !f.trust.reached(target) {
+	if err := f.notStarted(target); err != nil && !f.trust.Reached(target) {
 		fn(err)
 		return func() bool { return false }
 	}
 	c := &afterFreshCall{f: f, fn: fn}
-	if !f.trust.reached(target) && f.probeDelay() >= 0 && f.lw != nil {
+	if !f.trust.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true
 		f.joinWait(target)
 	}
 	var due rvwait.Due
-	c.stopWait, due = f.trust.afterFunc(target, c.fire)
+	c.stopWait, due = f.trust.AfterFunc(target, c.fire)
 	due.Run() // fn, if it is due at once
 	return c.stop
 }

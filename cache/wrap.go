@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -168,7 +169,9 @@ func (w *WrappedInformer) WaitForFreshness(ctx context.Context, rv string) error
 		return err
 	}
 	w.advanceFromStore()
-	return w.waits.Wait(ctx, target, waitError)
+	return w.waits.Wait(ctx, target, func(target, current freshness.RV, waited time.Duration, cause error) error {
+		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: waited, Err: cause}
+	})
 }
 
 // LastObservedResourceVersion returns the highest resource version known to

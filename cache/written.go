@@ -16,7 +16,7 @@ import "github.com/freshinformer/freshinformer/freshness"
 // while the informer's resource versions cannot be ordered.
 func (f *FreshInformer) IsFresh(rv string) bool {
 	target, err := freshness.ParseRV(rv)
-	return err == nil && f.trust.reached(target) // false while waits are held
+	return err == nil && f.trust.Reached(target) // false while waits are held
 }
 
 // HasStarted reports whether the informer was ever run (Run or

@@ -19,13 +19,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Stamp is when a request was sent, as the Owner counts: the regressions
-// found and the failures seen by then. The Guard carries it from a list's
-// request to its admission (ListAdmission.Stamp).
-type Stamp struct{ Epoch, Failures uint64 }
+// Stamp is when a request was sent, as the Owner counts: the Guard carries
+// it from a list's request to its admission (ListAdmission.Stamp).
+type Stamp = trust.Stamp
 
 // Owner is the informer a Guard reports to. Its methods are called with no
 // Guard lock held, except Floor and Stamp, which must not call the Guard.

@@ -1,0 +1,394 @@
+// Package trust is an informer's knowledge of its own freshness, and the
+// one place that decides when a wait for a resource version returns
+// (package cache's documentation, "When a wait returns", draws it).
+// Everything that can move the applied position or put it in doubt
+// submits its evidence to a Trust: applied events, bookmarks and lists;
+// snapshot and bookmark proofs; failed requests and broken streams;
+// restore checks; regressions found and declared. Evidence carries the
+// Stamp of the request it came from: a proof from an older epoch, or sent
+// before a failure, is void. One function, publishLocked, turns the state
+// into what waits see.
+package trust
+
+import (
+	"context"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/rvwait"
+)
+
+// Trust is one informer's trust state. Its lock is its waiter set's: it
+// guards every field, is taken after the owner's apply lock and the
+// Guard's, and before nothing. The callbacks a change releases are
+// returned as a Due, for the caller to run once it holds no lock.
+//
+// The position (applied) and State change only in the calls marked
+// "apply lock held", which the owner makes holding its apply lock, so that
+// they change only with the indexer: the owner reads them under that lock
+// alone (Owned).
+type Trust struct {
+	waits rvwait.Set[freshness.RV]
+
+	state   State
+	applied freshness.RV // the indexer holds every event up to it
+	// shown is what the informer reports as its position: applied, but
+	// not going back before the regression that moves it back is declared.
+	shown freshness.RV
+	// proven is the newest position a proof reached in this epoch; the
+	// Guard's floor is at least it.
+	proven freshness.RV
+	// epoch counts regressions found and lists admitted below the floor:
+	// a proof from an older epoch speaks of a history since rewritten.
+	epoch        uint64
+	restoreEpoch uint64 // the epoch a declared restore began
+	// failures counts failed requests and broken streams; outage is set by
+	// each, and cleared by a list requested, or a restore check sent,
+	// after the last one.
+	failures  uint64
+	outage    bool
+	checks    int   // restore checks in flight
+	declaring int   // regressions found, not yet declared
+	gaps      []gap // bookmark proofs waiting for applied to reach their lo
+	plainErr  error // why resource versions cannot be ordered (Plain)
+	stopped   bool
+	advances  uint64 // proofs that moved applied
+}
+
+// State is what the informer knows of its position.
+type State uint8
+
+const (
+	// Syncing: no position yet. Before the first list, or after a list at
+	// "0" (a fake source): the first comparable event or bookmark starts
+	// one.
+	Syncing State = iota
+	// Trusted: applied is the position; waits are released up to it
+	// unless something puts it in doubt (an outage, a restore check, a
+	// regression being declared).
+	Trusted
+	// Restoring: a restore was declared; the position is forgotten until
+	// its relist is applied, and what was queued before is dropped.
+	Restoring
+	// Plain: the server's resource versions cannot be ordered; every wait
+	// fails until a comparable list.
+	Plain
+)
+
+// gap is a bookmark proof of this epoch: the stream holds no event in
+// (lo, hi].
+type gap struct{ lo, hi freshness.RV }
+
+// Stamp is when a request was sent, as a Trust counts: the epoch and the
+// failures seen by then.
+type Stamp struct{ Epoch, Failures uint64 }
+
+// publishLocked is the one place that moves what waits see.
+func (t *Trust) publishLocked() rvwait.Due {
+	if t.stopped {
+		return t.waits.StopLocked(freshness.ErrStopped)
+	}
+	if t.declaring == 0 || t.applied.Compare(t.shown) > 0 {
+		t.shown = t.applied
+	}
+	if t.state == Plain {
+		return t.waits.FailLocked(t.plainErr)
+	}
+	return t.waits.PublishLocked(t.applied, t.openLocked())
+}
+
+// openLocked reports whether waits may be released up to applied.
+func (t *Trust) openLocked() bool {
+	return t.state == Trusted && !t.outage && t.checks == 0 && t.declaring == 0
+}
+
+// update runs change under the lock, then publishes.
+func (t *Trust) update(change func()) rvwait.Due {
+	t.waits.Lock()
+	defer t.waits.Unlock()
+	if t.stopped {
+		return nil
+	}
+	change()
+	return t.publishLocked()
+}
+
+func (t *Trust) read(f func()) {
+	t.waits.Lock()
+	defer t.waits.Unlock()
+	f()
+}
+
+// --- evidence from the stream (apply lock held) ----------------------------
+
+// Advance moves applied to rv, an applied event's or bookmark's, and on to
+// the bookmark proofs that start at or below it.
+func (t *Trust) Advance(rv freshness.RV) rvwait.Due {
+	return t.update(func() {
+		switch t.state {
+		case Syncing: // after a list at "0": the first comparable position
+			t.state, t.applied = Trusted, rv
+		case Trusted:
+			if rv.Compare(t.applied) > 0 {
+				t.applied = rv
+			}
+		default:
+			return
+		}
+		t.closeGapsLocked()
+	})
+}
+
+func (t *Trust) closeGapsLocked() {
+	kept := t.gaps[:0]
+	for _, g := range t.gaps {
+		if t.applied.Compare(g.lo) >= 0 {
+			t.raiseLocked(g.hi)
+		} else {
+			kept = append(kept, g)
+		}
+	}
+	t.gaps = kept
+}
+
+func (t *Trust) raiseLocked(rv freshness.RV) {
+	if rv.Compare(t.applied) > 0 {
+		t.applied = rv
+		t.advances++
+	}
+	if rv.Compare(t.proven) > 0 {
+		t.proven = rv
+	}
+}
+
+// Listed records an applied list at rv, requested at st: the position is
+// the list's (it starts over after Syncing, Plain or Restoring, follows a
+// declared regression back, or moves up); a list requested after the last
+// failure ends an outage.
+func (t *Trust) Listed(rv freshness.RV, st Stamp) rvwait.Due {
+	return t.update(func() {
+		t.state, t.applied, t.plainErr = Trusted, rv, nil
+		if rv.Compare(t.proven) < 0 {
+			t.proven = freshness.RV{}
+		}
+		if st.Failures == t.failures {
+			t.outage = false
+		}
+		t.closeGapsLocked()
+	})
+}
+
+// ListedAtZero records an applied list at "0", which names no position (a
+// fake source listing nothing; API servers never list at "0").
+func (t *Trust) ListedAtZero(st Stamp) rvwait.Due {
+	return t.update(func() {
+		t.state, t.applied, t.proven, t.plainErr = Syncing, freshness.RV{}, freshness.RV{}, nil
+		if st.Failures == t.failures {
+			t.outage = false
+		}
+	})
+}
+
+// Incomparable enters Plain: every wait fails with err. Applied stays what
+// the cache last reached in order.
+func (t *Trust) Incomparable(err error) rvwait.Due {
+	return t.update(func() {
+		t.state, t.plainErr, t.proven, t.gaps = Plain, err, freshness.RV{}, nil
+		t.outage = false // nothing is told "fresh" anyway
+	})
+}
+
+// --- evidence off the stream ------------------------------------------------
+
+// Proved records a snapshot proof (apply lock held): the cache holds the
+// server's state at rv. It reports false if the proof is void.
+func (t *Trust) Proved(rv freshness.RV, st Stamp) (ok bool, due rvwait.Due) {
+	due = t.update(func() {
+		if ok = t.provesNowLocked(st); ok {
+			t.raiseLocked(rv)
+		}
+	})
+	return ok, due
+}
+
+// ProvedGap records a bookmark proof (apply lock held): the stream holds
+// no event in (lo, hi], so once applied reaches lo it moves to hi.
+func (t *Trust) ProvedGap(lo, hi freshness.RV, st Stamp) rvwait.Due {
+	return t.update(func() {
+		if t.provesNowLocked(st) {
+			t.gaps = append(t.gaps, gap{lo: lo, hi: hi})
+			t.closeGapsLocked()
+		}
+	})
+}
+
+// provesNowLocked reports whether a proof whose request was sent at st
+// still speaks for the cache: no regression was found since (the history
+// it compared was not rewritten), and no request failed nor stream broke
+// since (the server it reached may have restarted from a restored etcd,
+// whose history the rest of the proof would come from).
+func (t *Trust) provesNowLocked(st Stamp) bool {
+	return st.Epoch == t.epoch && st.Failures == t.failures && t.state == Trusted
+}
+
+// Found records a regression found (apply lock held), to be declared once
+// that lock is released (Declared): waits are held until then. rewritten
+// says the cache's history changed: proofs in flight are void.
+func (t *Trust) Found(rewritten bool) rvwait.Due {
+	return t.update(func() {
+		if rewritten {
+			t.newEpochLocked()
+		}
+		t.declaring++
+	})
+}
+
+// Declared ends Found's and Restore's holds, once n regressions are
+// declared.
+func (t *Trust) Declared(n int) rvwait.Due {
+	return t.update(func() { t.declaring -= n })
+}
+
+// Regressed records that the Guard admitted a list older than the floor,
+// to be declared as it is applied: proofs in flight are void (the floor
+// follows the list).
+func (t *Trust) Regressed() {
+	t.update(t.newEpochLocked)
+}
+
+func (t *Trust) newEpochLocked() {
+	t.epoch++
+	t.proven, t.gaps = freshness.RV{}, nil
+}
+
+// Restore declares that the server's history went back, shown by a read
+// requested at st (apply lock held): the position is forgotten until the
+// relist, and waits are held until the restore is declared too (Declared).
+// It reports false if a regression found since voids the read, or nothing
+// is trusted to lose.
+func (t *Trust) Restore(st Stamp) (begun bool, due rvwait.Due) {
+	due = t.update(func() {
+		if st.Epoch != t.epoch || t.state != Trusted {
+			return
+		}
+		t.newEpochLocked()
+		t.state, t.restoreEpoch, t.applied = Restoring, t.epoch, freshness.RV{}
+		t.declaring++
+		begun = true
+	})
+	return begun, due
+}
+
+// Failed records a failed request or a broken stream: the server may be
+// restarting, and may come back from a restored etcd. No wait returns nil
+// until a list or restore check requested after it answers.
+func (t *Trust) Failed() rvwait.Due {
+	return t.update(func() {
+		t.failures++
+		t.outage = t.state != Plain
+	})
+}
+
+// Checking records a restore check starting: waits are held until
+// CheckDone.
+func (t *Trust) Checking() {
+	t.update(func() { t.checks++ })
+}
+
+// CheckDone ends Checking's hold.
+func (t *Trust) CheckDone() rvwait.Due {
+	return t.update(func() { t.checks-- })
+}
+
+// Answered records that a restore check requested at st answered: it ends
+// an outage that began before it.
+func (t *Trust) Answered(st Stamp) rvwait.Due {
+	return t.update(func() {
+		if st.Failures == t.failures {
+			t.outage = false
+		}
+	})
+}
+
+// TooLarge fails the waits that joined by seq for targets above server, a
+// consistent read's resource version sent then: the server has not
+// reached them.
+func (t *Trust) TooLarge(server freshness.RV, seq uint64) rvwait.Due {
+	var due rvwait.Due
+	t.read(func() {
+		if t.state == Trusted && !t.stopped {
+			due = t.waits.FailAboveLocked(server, seq, func(target freshness.RV) error {
+				return &freshness.TooLargeResourceVersionError{ResourceVersion: target.String(), ServerResourceVersion: server.String()}
+			})
+		}
+	})
+	return due
+}
+
+// Stop releases every wait not reached with freshness.ErrStopped, for good.
+func (t *Trust) Stop() rvwait.Due {
+	return t.update(func() { t.stopped = true })
+}
+
+// --- reads ------------------------------------------------------------------
+
+// Owned returns the state and applied without the lock, for the owner
+// holding its apply lock (they change only under it).
+func (t *Trust) Owned() (State, freshness.RV) { return t.state, t.applied }
+
+// RelistOwned reports, for the owner holding its apply lock while
+// Restoring, whether a list requested at st is the restore's relist.
+func (t *Trust) RelistOwned(st Stamp) bool { return st.Epoch >= t.restoreEpoch }
+
+// View is a Trust at one moment.
+type View struct {
+	State          State
+	Applied, Shown freshness.RV // Shown: what the informer reports
+	Stamp          Stamp        // of a request sent now
+	Seq            uint64       // the waits' joins so far (TooLarge)
+	// Held: waits are held, as no position is trusted or something puts
+	// it in doubt; Outage is one such thing.
+	Held, Outage bool
+	Proven       freshness.RV // the newest position a proof reached in this epoch
+	Lowest       freshness.RV // the lowest pending target (of a wait or a callback)
+	AnyTarget    bool         // some target is pending
+	Pending      int          // callers blocked in a wait
+	Advances     uint64       // proofs that moved applied
+}
+
+// View returns the Trust as it is now.
+func (t *Trust) View() (v View) {
+	t.read(func() {
+		v = View{State: t.state, Applied: t.applied, Shown: t.shown, Stamp: Stamp{Epoch: t.epoch, Failures: t.failures},
+			Seq: t.waits.SeqLocked(), Held: !t.openLocked(), Outage: t.outage, Proven: t.proven,
+			Pending: t.waits.PendingLocked(), Advances: t.advances}
+		v.Lowest, v.AnyTarget = t.waits.LowestLocked()
+	})
+	return v
+}
+
+// Reached reports whether a wait for target would return nil now; one
+// atomic load when it would.
+func (t *Trust) Reached(target freshness.RV) bool {
+	if t.waits.ReachedFast(target) {
+		return true
+	}
+	var r bool
+	t.read(func() { r = t.waits.ReachedLocked(target) })
+	return r
+}
+
+// Wait blocks until target is reached as published, ctx ends, or waits
+// fail; its errors are *freshness.WaitError.
+func (t *Trust) Wait(ctx context.Context, target freshness.RV) error {
+	return t.waits.Wait(ctx, target, func(target, current freshness.RV, waited time.Duration, cause error) error {
+		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: waited, Err: cause}
+	})
+}
+
+// AfterFunc registers fn for target as Wait would end; the Due holds fn
+// when it is to run at once.
+func (t *Trust) AfterFunc(target freshness.RV, fn func(error)) (stop func() bool, due rvwait.Due) {
+	t.read(func() { stop, due = t.waits.AfterFuncLocked(target, fn) })
+	return stop, due
+}

@@ -1,0 +1,174 @@
+package trust
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func rv(t *testing.T, s string) freshness.RV {
+	t.Helper()
+	r, err := freshness.ParseRV(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// listedAt returns a Trust trusted at s.
+func listedAt(t *testing.T, s string) *Trust {
+	t.Helper()
+	var tr Trust
+	tr.Listed(rv(t, s), tr.View().Stamp).Run()
+	return &tr
+}
+
+// What waits see, in each state and doubt (the package doc's table).
+func TestWhatWaitsSee(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     func(t *testing.T, tr *Trust)
+		reached bool
+	}{
+		{"trusted", func(*testing.T, *Trust) {}, true},
+		{"syncing", func(t *testing.T, tr *Trust) { tr.ListedAtZero(tr.View().Stamp).Run() }, false},
+		{"outage", func(_ *testing.T, tr *Trust) { tr.Failed().Run() }, false},
+		{"restore check", func(_ *testing.T, tr *Trust) { tr.Checking() }, false},
+		{"regression found", func(_ *testing.T, tr *Trust) { tr.Found(false).Run() }, false},
+		{"restoring", func(t *testing.T, tr *Trust) { tr.Restore(tr.View().Stamp) }, false},
+		{"plain", func(_ *testing.T, tr *Trust) { tr.Incomparable(freshness.ErrIncomparable).Run() }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := listedAt(t, "100")
+			tc.set(t, tr)
+			if got := tr.Reached(rv(t, "50")); got != tc.reached {
+				t.Fatalf("Reached(50) = %v, want %v", got, tc.reached)
+			}
+			if v := tr.View(); v.Held == tc.reached {
+				t.Fatalf("View().Held = %v with Reached %v", v.Held, tc.reached)
+			}
+		})
+	}
+}
+
+// An outage ends at a list requested, or a check answered, after the
+// last failure; not at one requested before it.
+func TestOutageEndsAtEvidenceSentAfterIt(t *testing.T) {
+	tr := listedAt(t, "100")
+	before := tr.View().Stamp
+	tr.Failed().Run()
+	tr.Listed(rv(t, "110"), before).Run()
+	tr.Answered(before).Run()
+	if tr.Reached(rv(t, "50")) {
+		t.Fatal("evidence requested before the failure ended the outage")
+	}
+	tr.Answered(tr.View().Stamp).Run()
+	if !tr.Reached(rv(t, "110")) {
+		t.Fatal("a check answered after the failure did not end the outage")
+	}
+	tr.Failed().Run()
+	tr.Listed(rv(t, "120"), tr.View().Stamp).Run()
+	if !tr.Reached(rv(t, "120")) {
+		t.Fatal("a list requested after the failure did not end the outage")
+	}
+}
+
+// A proof is void once a regression was found or a request failed since
+// its request was sent.
+func TestStaleProofsAreVoid(t *testing.T) {
+	for name, since := range map[string]func(*Trust){
+		"regression": func(tr *Trust) { tr.Regressed() },
+		"failure":    func(tr *Trust) { tr.Failed().Run(); tr.Answered(tr.View().Stamp).Run() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := listedAt(t, "100")
+			st := tr.View().Stamp
+			since(tr)
+			tr.ProvedGap(rv(t, "100"), rv(t, "150"), st).Run()
+			if ok, _ := tr.Proved(rv(t, "150"), st); ok || tr.Reached(rv(t, "101")) {
+				t.Fatalf("a proof sent before the %s moved the position to %s", name, tr.View().Applied)
+			}
+			now := tr.View().Stamp
+			tr.ProvedGap(rv(t, "100"), rv(t, "150"), now).Run()
+			if !tr.Reached(rv(t, "150")) || tr.View().Proven != rv(t, "150") {
+				t.Fatalf("a proof sent now did not count: %+v", tr.View())
+			}
+		})
+	}
+}
+
+// A bookmark proof waits for applied to reach its start.
+func TestGapClosesWhenAppliedReachesItsStart(t *testing.T) {
+	tr := listedAt(t, "100")
+	tr.ProvedGap(rv(t, "120"), rv(t, "150"), tr.View().Stamp).Run()
+	if tr.Reached(rv(t, "121")) {
+		t.Fatal("the gap closed before applied reached its start")
+	}
+	tr.Advance(rv(t, "120")).Run()
+	if !tr.Reached(rv(t, "150")) || tr.View().Advances != 1 {
+		t.Fatalf("the gap did not close at its start: %+v", tr.View())
+	}
+}
+
+// The position shown does not go back before the regression that moves
+// it back is declared; a restore forgets it until its relist.
+func TestShownGoesBackOnlyOnceDeclared(t *testing.T) {
+	tr := listedAt(t, "100")
+	tr.Found(true).Run()
+	tr.Listed(rv(t, "60"), tr.View().Stamp).Run()
+	if v := tr.View(); v.Shown != rv(t, "100") || v.Applied != rv(t, "60") || tr.Reached(rv(t, "60")) {
+		t.Fatalf("before the declaration: %+v", v)
+	}
+	tr.Declared(1).Run()
+	if v := tr.View(); v.Shown != rv(t, "60") || !tr.Reached(rv(t, "60")) {
+		t.Fatalf("after the declaration: %+v", v)
+	}
+	st := tr.View().Stamp
+	if begun, _ := tr.Restore(st); !begun {
+		t.Fatal("the restore was not begun")
+	}
+	if begun, _ := tr.Restore(st); begun {
+		t.Fatal("one restore, found by two reads, was begun twice")
+	}
+	if !tr.RelistOwned(tr.View().Stamp) || tr.RelistOwned(st) {
+		t.Fatal("RelistOwned does not tell the relist from a list requested before the restore")
+	}
+	tr.Declared(1).Run()
+	if v := tr.View(); v.State != Restoring || !v.Shown.IsZero() || tr.Reached(rv(t, "1")) {
+		t.Fatalf("restoring: %+v", v)
+	}
+	tr.Listed(rv(t, "70"), tr.View().Stamp).Run()
+	if !tr.Reached(rv(t, "70")) {
+		t.Fatal("the relist did not end the restore")
+	}
+}
+
+// TooLarge fails waits that joined by the read for targets above it, and
+// Stop fails the rest, keeping what was reached.
+func TestTooLargeAndStop(t *testing.T) {
+	tr := listedAt(t, "100")
+	ctx := context.Background()
+	far := make(chan error, 1)
+	go func() { far <- tr.Wait(ctx, rv(t, "500")) }()
+	for tr.View().Pending != 1 {
+		runtime.Gosched()
+	}
+	tr.TooLarge(rv(t, "200"), tr.View().Seq).Run()
+	if err := <-far; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
+		t.Fatalf("Wait(500) with the server at 200 = %v", err)
+	}
+	tr.Stop().Run()
+	if err := tr.Wait(ctx, rv(t, "101")); !errors.Is(err, freshness.ErrStopped) {
+		t.Fatalf("Wait after Stop = %v", err)
+	}
+	if err := tr.Wait(ctx, rv(t, "100")); err != nil {
+		t.Fatalf("Wait for what was reached, after Stop = %v", err)
+	}
+}
