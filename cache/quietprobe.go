@@ -385,12 +385,3 @@ func (f *FreshInformer) ServerResourceVersion(ctx context.Context) (string, erro
 	}
 	return rv.String(), nil
 }
-
-// ProbeResourceVersion is ServerResourceVersion.
-//
-// Deprecated: use ServerResourceVersion; "probe" names the quiet-resource
-// probe and the restore check (see the package glossary). It will be
-// removed in a future release.
-func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
-	return f.ServerResourceVersion(ctx)
-}

@@ -1,12 +1,8 @@
-// Package informers holds the informer factories: drop-ins for client-go's
-// informers.SharedInformerFactory (typed) and
+// Package factory is the machinery of the informer factories: drop-ins for
+// client-go's informers.SharedInformerFactory (typed) and
 // dynamicinformer.DynamicSharedInformerFactory (unstructured), whose
-// informers wait for freshness. client-go calls its factory package
-// informers too.
-//
-// Most programs never import it: package cache instantiates the factories
-// with its FreshInformer and keeps the constructors and options where they
-// have always been,
+// informers wait for freshness. Package cache makes them with its
+// FreshInformer (cache.SharedInformerFactory, documented there):
 //
 //	factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace("ns"))
 //	pods := factory.Core().V1().Pods().Lister()
@@ -21,9 +17,9 @@
 // cannot import cache. It is generic over the informer it makes instead:
 // SharedInformerFactory[I] takes any I that is an Informer (a shared index
 // informer that names its resource, waits for freshness and syncs), made
-// by the constructor in its Config. Package cache declares
-// SharedInformerFactory as an alias of SharedInformerFactory[*FreshInformer],
-// so callers see one concrete type with every method they had.
+// by the constructor in its Config. Package cache's SharedInformerFactory
+// embeds SharedInformerFactory[*FreshInformer], and documents what it adds
+// to client-go's.
 //
 // # Files
 //
@@ -98,6 +94,5 @@
 //
 // One lookup by resource, FreshInformersForResource (which makes both
 // factories a cache.InformerSource), and cache.FreshInformerOf for an
-// informer in hand. FreshInformerFor and FreshInformerForResource are
-// deprecated and go in the next release.
-package informers
+// informer in hand.
+package factory

@@ -1,4 +1,4 @@
-package informers
+package factory
 
 import (
 	"context"
@@ -44,15 +44,6 @@ func (f *DynamicSharedInformerFactory[I]) ForResource(gvr schema.GroupVersionRes
 	return genericInformer{informer: f.informer(gvr), resource: gvr.GroupResource()}
 }
 
-// FreshInformerFor returns the informer for gvr as an I.
-//
-// Deprecated: use cache.FreshInformerOf(factory.ForResource(gvr).Informer()),
-// or FreshInformersForResource for the informers of a resource. It will be
-// removed in the next release.
-func (f *DynamicSharedInformerFactory[I]) FreshInformerFor(gvr schema.GroupVersionResource) I {
-	return f.informer(gvr)
-}
-
 // informer returns the informer for gvr, making it if needed.
 func (f *DynamicSharedInformerFactory[I]) informer(gvr schema.GroupVersionResource) I {
 	return f.set.getOrMake(gvr, func() toolscache.SharedIndexInformer {
@@ -79,6 +70,7 @@ func (f *DynamicSharedInformerFactory[I]) informer(gvr schema.GroupVersionResour
 			Namespace:        ns,
 			TweakListOptions: tweak,
 			Indexers:         toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+			Identifier:       f.config.InformerName.WithResource(gvr),
 		})
 	}).(I)
 }
@@ -94,7 +86,10 @@ func (f *DynamicSharedInformerFactory[I]) StartWithContext(ctx context.Context) 
 }
 
 // Shutdown waits for every started informer to stop.
-func (f *DynamicSharedInformerFactory[I]) Shutdown() { f.set.shutdown() }
+func (f *DynamicSharedInformerFactory[I]) Shutdown() {
+	f.set.shutdown()
+	f.config.InformerName.Release()
+}
 
 // WaitForCacheSync waits for every started informer to sync.
 func (f *DynamicSharedInformerFactory[I]) WaitForCacheSync(stopCh <-chan struct{}) map[schema.GroupVersionResource]bool {
@@ -104,13 +99,7 @@ func (f *DynamicSharedInformerFactory[I]) WaitForCacheSync(stopCh <-chan struct{
 
 // WaitForFreshness waits until the started informer for gvr has applied rv.
 func (f *DynamicSharedInformerFactory[I]) WaitForFreshness(ctx context.Context, gvr schema.GroupVersionResource, rv string) error {
-	return f.WaitForFreshnessAll(ctx, ResourceVersion{Resource: gvr, ResourceVersion: rv})
-}
-
-// WaitForFreshnessAll waits, under ctx's one deadline, until every listed
-// resource's informer has applied its resource version.
-func (f *DynamicSharedInformerFactory[I]) WaitForFreshnessAll(ctx context.Context, rvs ...ResourceVersion) error {
-	return waitAll(ctx, rvs, f.set.startedOne)
+	return waitFor(ctx, gvr, rv, f.set.startedOne)
 }
 
 // Sync is a read barrier over the factory's started informers: it returns
@@ -122,15 +111,6 @@ func (f *DynamicSharedInformerFactory[I]) Sync(ctx context.Context, resources ..
 		return SyncResources(ctx, f.FreshInformersForResource, resources...)
 	}
 	return syncInformers(ctx, f.set.startedMatching(f.config.HasStarted))
-}
-
-// FreshInformerForResource returns the factory's first informer for gr
-// (the one made first, if several versions of gr have one).
-//
-// Deprecated: use FreshInformersForResource. It will be removed in the
-// next release.
-func (f *DynamicSharedInformerFactory[I]) FreshInformerForResource(gr schema.GroupResource) (I, bool) {
-	return first(f.FreshInformersForResource(gr))
 }
 
 // FreshInformersForResource returns the factory's informers of gr (one per

@@ -1,4 +1,4 @@
-package informers_test
+package factory_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package informers_test
+package factory_test
 
 import (
 	"context"
@@ -51,11 +51,11 @@ func TestFactoryOneCallAndDeterministicLookups(t *testing.T) {
 	}
 
 	d := cache.NewDynamicSharedInformerFactory(nil, 0)
-	v1 := d.FreshInformerFor(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
+	v1 := d.ForResource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}).Informer()
 	for range 20 {
-		d.FreshInformerFor(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"})
-		if got, _ := d.FreshInformerForResource(schema.GroupResource{Group: "example.com", Resource: "widgets"}); got != v1 {
-			t.Fatal("FreshInformerForResource is not the first informer made")
+		d.ForResource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"})
+		if got := d.FreshInformersForResource(schema.GroupResource{Group: "example.com", Resource: "widgets"}); got[0] != v1 {
+			t.Fatal("FreshInformersForResource does not list the first informer made first")
 		}
 	}
 	if n := len(d.FreshInformersForResource(schema.GroupResource{Group: "example.com", Resource: "widgets"})); n != 2 {

@@ -1,4 +1,4 @@
-package informers
+package factory
 
 import (
 	"context"
@@ -40,6 +40,9 @@ type Spec struct {
 	Namespace        string
 	TweakListOptions func(*metav1.ListOptions)
 	Indexers         toolscache.Indexers
+	// Identifier names the informer in client-go's informer metrics
+	// (Config.InformerName with the resource).
+	Identifier toolscache.InformerNameAndResource
 }
 
 // Config is what a factory is made of: how to make one informer, and the
@@ -68,6 +71,9 @@ type Config[I Informer] struct {
 	// Starting, if set, is told of each informer Start is about to run,
 	// before Start returns.
 	Starting func(I)
+	// InformerName, if set, names the factory's informers in client-go's
+	// informer metrics, as client-go's informers.WithInformerName does.
+	InformerName *toolscache.InformerName
 }
 
 // resync returns the resync period of key's informers.

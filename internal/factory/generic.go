@@ -1,4 +1,4 @@
-package informers
+package factory
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"

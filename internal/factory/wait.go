@@ -1,4 +1,4 @@
-package informers
+package factory
 
 import (
 	"context"
@@ -13,23 +13,15 @@ import (
 // for a resource the factory has no started informer for.
 var ErrNoInformer = errors.New("no started informer for the resource")
 
-// ResourceVersion is a resource version of one resource.
-type ResourceVersion struct {
-	Resource        schema.GroupVersionResource
-	ResourceVersion string
-}
-
-// waitAll waits for each resource version in turn: the deadline is ctx's,
-// shared, and the waits after the slowest return at once.
-func waitAll[I Informer](ctx context.Context, rvs []ResourceVersion, informerOf func(schema.GroupVersionResource) (I, bool)) error {
-	for _, rv := range rvs {
-		inf, ok := informerOf(rv.Resource)
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrNoInformer, resourceString(rv.Resource.GroupResource()))
-		}
-		if err := inf.WaitForFreshness(ctx, rv.ResourceVersion); err != nil {
-			return fmt.Errorf("%s: %w", resourceString(rv.Resource.GroupResource()), err)
-		}
+// waitFor waits until the started informer of gvr (informerOf) has
+// applied rv.
+func waitFor[I Informer](ctx context.Context, gvr schema.GroupVersionResource, rv string, informerOf func(schema.GroupVersionResource) (I, bool)) error {
+	inf, ok := informerOf(gvr)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoInformer, resourceString(gvr.GroupResource()))
+	}
+	if err := inf.WaitForFreshness(ctx, rv); err != nil {
+		return fmt.Errorf("%s: %w", resourceString(gvr.GroupResource()), err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package informers
+package factory
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package informers
+package factory
 
 //go:generate env GOWORK=off go run ./internal/gentyped -o typed_generated.go
 
@@ -63,6 +63,9 @@ func NewSharedInformerFactory[I Informer](client kubernetes.Interface, defaultRe
 	if config.Transform != nil {
 		newer = append(newer, clientgoinformers.WithTransform(config.Transform))
 	}
+	if config.InformerName != nil {
+		newer = append(newer, clientgoinformers.WithInformerName(config.InformerName))
+	}
 	return &SharedInformerFactory[I]{
 		newerGroups:   clientgoinformers.NewSharedInformerFactoryWithOptions(client, defaultResync, newer...),
 		client:        client,
@@ -93,6 +96,7 @@ func (f *SharedInformerFactory[I]) makeTyped(res typedResource) I {
 		Namespace:        namespace,
 		TweakListOptions: f.config.TweakListOptions,
 		Indexers:         toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+		Identifier:       f.config.InformerName.WithResource(res.gvr),
 	})
 }
 
@@ -177,21 +181,6 @@ func (f *SharedInformerFactory[I]) informerFor(obj runtime.Object, newFunc inter
 	})
 }
 
-// FreshInformerFor returns the factory's informer for obj's type (making
-// it if needed), as an I.
-//
-// Deprecated: use cache.FreshInformerOf(factory.Core().V1().Pods().Informer()),
-// or FreshInformersForResource for the informers of a resource. It will be
-// removed in the next release.
-func (f *SharedInformerFactory[I]) FreshInformerFor(obj runtime.Object) (I, error) {
-	res, ok := typedResourceOf(obj)
-	if !ok {
-		var zero I
-		return zero, fmt.Errorf("%T is not a type of client-go's clientset", obj)
-	}
-	return f.typedI(res)
-}
-
 // ForResource returns a generic informer for gvr, an I like the typed ones
 // (and the same one, if the type's informer exists). A resource outside
 // the factory's table that the linked client-go serves gets one too if the
@@ -253,6 +242,7 @@ func (f *SharedInformerFactory[I]) Shutdown() {
 	if f.newerGroups != nil {
 		f.newerGroups.Shutdown()
 	}
+	f.config.InformerName.Release()
 }
 
 // WaitForCacheSync waits for every started informer to sync.
@@ -279,20 +269,16 @@ func (f *SharedInformerFactory[I]) WaitForCacheSyncWithContext(ctx context.Conte
 	return toolscache.SyncResult{Synced: synced, Err: err}
 }
 
-// InformerName returns nil: the factory's informers report metrics through
-// their own options (cache.WithMetrics), not client-go's informer names.
-func (f *SharedInformerFactory[I]) InformerName() *toolscache.InformerName { return nil }
+// InformerName returns the name the factory's informers report client-go's
+// informer metrics under (Config.InformerName), nil if none.
+func (f *SharedInformerFactory[I]) InformerName() *toolscache.InformerName {
+	return f.config.InformerName
+}
 
 // WaitForFreshness waits until the factory's started informer for gvr has
 // applied rv. It fails at once, matching ErrNoInformer, if there is none.
 func (f *SharedInformerFactory[I]) WaitForFreshness(ctx context.Context, gvr schema.GroupVersionResource, rv string) error {
-	return f.WaitForFreshnessAll(ctx, ResourceVersion{Resource: gvr, ResourceVersion: rv})
-}
-
-// WaitForFreshnessAll waits, under ctx's one deadline, until every listed
-// resource's informer has applied its resource version.
-func (f *SharedInformerFactory[I]) WaitForFreshnessAll(ctx context.Context, rvs ...ResourceVersion) error {
-	return waitAll(ctx, rvs, func(gvr schema.GroupVersionResource) (I, bool) {
+	return waitFor(ctx, gvr, rv, func(gvr schema.GroupVersionResource) (I, bool) {
 		t, ok := objectTypeOf(gvr)
 		if !ok {
 			obj, newer := schemeObjectOf(gvr)
@@ -317,15 +303,6 @@ func (f *SharedInformerFactory[I]) Sync(ctx context.Context, resources ...schema
 	return syncInformers(ctx, f.set.startedMatching(f.config.HasStarted))
 }
 
-// FreshInformerForResource returns the factory's first informer for gr
-// (the one made first, if versions of gr have one each), deterministically.
-//
-// Deprecated: use FreshInformersForResource. It will be removed in the
-// next release.
-func (f *SharedInformerFactory[I]) FreshInformerForResource(gr schema.GroupResource) (I, bool) {
-	return first(f.FreshInformersForResource(gr))
-}
-
 // FreshInformersForResource returns the factory's informers of gr, in the
 // order they were made. It makes the factory a cache.InformerSource for
 // ReadYourWrites and SyncAll: the one lookup by resource.
@@ -346,13 +323,4 @@ func (f *SharedInformerFactory[I]) ResourceFor(obj runtime.Object) (schema.Group
 	}
 	gvr, err := f.config.ResourceFor(obj)
 	return gvr.GroupResource(), err
-}
-
-// first returns the first of infs, if any.
-func first[I any](infs []I) (I, bool) {
-	if len(infs) == 0 {
-		var zero I
-		return zero, false
-	}
-	return infs[0], true
 }

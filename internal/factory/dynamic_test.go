@@ -1,4 +1,4 @@
-package informers_test
+package factory_test
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestDynamicFactory(t *testing.T) {
 	f := cache.NewDynamicSharedInformerFactory(client, 0)
 	generic := f.ForResource(gvr)
 	inf, ok := generic.Informer().(*cache.FreshInformer)
-	if !ok || f.FreshInformerFor(gvr) != inf {
+	if !ok || f.ForResource(gvr).Informer() != inf {
 		t.Fatal("the dynamic factory does not hand out one FreshInformer per GVR")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
