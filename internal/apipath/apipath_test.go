@@ -1,7 +1,6 @@
 package apipath
 
 import (
-	"net/url"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,17 +40,5 @@ func TestParse(t *testing.T) {
 		if ok != c.ok || got != c.want {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v, %v", c.path, got, ok, c.want, c.ok)
 		}
-	}
-}
-
-func TestParseList(t *testing.T) {
-	u, _ := url.Parse("https://h/prefix/apis/apps/v1/namespaces/team/deployments?labelSelector=app%3Dweb&fieldSelector=metadata.name%3Dx&watch=true")
-	l, ok := ParseList(u)
-	if !ok || l.Resource.String() != "deployments.apps" || l.Namespace != "team" || l.LabelSelector != "app=web" || l.FieldSelector != "metadata.name=x" {
-		t.Fatalf("ParseList = %+v, %v", l, ok)
-	}
-	u, _ = url.Parse("https://h/api/v1/namespaces/team/configmaps/one")
-	if _, ok := ParseList(u); ok {
-		t.Fatal("ParseList accepted an object's URL")
 	}
 }

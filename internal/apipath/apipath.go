@@ -1,14 +1,9 @@
 // Package apipath reads what a Kubernetes API request's URL path names:
 // the resource, namespace, name and subresource, as the apiserver's
-// request info does. The writes transport and the scope learners of the
-// informers package and of freshctrl (a separate module) share it, so it is
-// public and follows the module's compatibility rules (docs/releasing.md):
-// Target only gains fields, and Parse's answer for a path the apiserver
-// routes to an object or collection does not change.
+// request info does. Package writes routes a recorded write with it.
 package apipath
 
 import (
-	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,24 +68,4 @@ func Parse(path string) (t Target, ok bool) {
 		t.Namespace = ""
 	}
 	return t, true
-}
-
-// List is what a list or watch request asks for: the collection it reads
-// and the selectors the server applies to it.
-type List struct {
-	Target
-	LabelSelector, FieldSelector string // as sent, "" for none
-}
-
-// ParseList reads a list or watch request's URL: its path as Parse does
-// (ok is false for anything but a collection) and its selectors. The
-// informer factories and freshctrl learn an informer's scope with it from
-// the first request the informer sends.
-func ParseList(u *url.URL) (l List, ok bool) {
-	t, ok := Parse(u.Path)
-	if !ok || t.Name != "" {
-		return List{}, false
-	}
-	q := u.Query()
-	return List{Target: t, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")}, true
 }
