@@ -175,7 +175,7 @@ func factoryConfig(opts []FactoryOption) factory.Config[*FreshInformer] {
 		return NewSharedIndexInformer(s.ListerWatcher, s.Object, s.Resync, s.Indexers, opts...)
 	}
 	o.config.ResourceFor = mapper.ResourceFor
-	o.config.HasStarted = (*FreshInformer).HasStarted
+	o.config.HasStarted = (*FreshInformer).hasStarted
 	o.config.Starting = (*FreshInformer).starting
 	return o.config
 }

@@ -18,7 +18,7 @@ import (
 // informer's scope (its namespace, label or field selector), and so by the
 // errors of lookups that find no informer that will ever see a written
 // object: waiting for it would only time out. Package readyourwrites
-// returns it for such writes (readyourwrites.ErrNotWatched is this value).
+// returns it for such writes (cache.ErrNotWatched is this value).
 var ErrNotWatched = errors.New("written object is outside every informer's selector")
 
 // InformerSource finds the informers that cache a resource. Both factories

@@ -130,8 +130,8 @@ func TestPanickingCallbackDuringARegressionDeclaresIt(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the regression was never declared")
 	}
-	if !inf.IsFresh("110") {
-		t.Fatal("waits are held for good after the panicking callback")
+	if err := inf.CheckFreshness("110"); err != nil {
+		t.Fatalf("waits are held for good after the panicking callback: %v", err)
 	}
 	if !ran.Load() || len(panics()) == 0 {
 		t.Fatalf("the other callback ran %v, panics reported %d", ran.Load(), len(panics()))

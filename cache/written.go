@@ -2,24 +2,30 @@ package cache
 
 import "github.com/freshinformer/freshinformer/freshness"
 
-// What package readyourwrites needs of an informer beyond its other
-// exported methods: a check, without blocking, of what WaitForFreshness
-// waits for, and whether the informer was ever started (a wait on one never
-// started could only time out). Both read state under the informer's own
-// locks and call nothing else: they may be called from freshness callbacks
-// and while holding locks of the caller's that the informer never takes.
-
-// IsFresh reports, without blocking, whether WaitForFreshness(ctx, rv)
-// would return nil at once: the cache has applied rv and no restore
-// verification probe is in flight (see RecordWrite; while one is, a write
-// below the cache may not be in it). It is false for a malformed rv, and
-// while the informer's resource versions cannot be ordered.
-func (f *FreshInformer) IsFresh(rv string) bool {
+// CheckFreshness reports, without blocking, whether WaitForFreshness(ctx,
+// rv) would return nil at once: for a controller that requeues a key
+// instead of blocking a worker while its cache catches up (as
+// kube-controller-manager's consistency checks do), or that hands the key
+// to AfterFreshness. Errors: a *freshness.WaitError that unwraps to
+// freshness.ErrNotStarted for an informer never run (whatever rv is),
+// freshness.ErrStopped, freshness.ErrIncomparable while the server's
+// resource versions cannot be ordered, or freshness.ErrNotFresh when the
+// cache is behind rv or cannot vouch for its cache now (see
+// WaitForFreshness); one matching freshness.ErrIncomparable when rv is
+// malformed. It reads state under the informer's own locks and calls
+// nothing else: it may be called from freshness callbacks and event
+// handlers.
+func (f *FreshInformer) CheckFreshness(rv string) error {
+	if !f.started.Load() {
+		return &freshness.WaitError{Target: rv, Err: freshness.ErrNotStarted}
+	}
 	target, err := freshness.ParseRV(rv)
-	return err == nil && f.trust.Reached(target) // false while waits are held
+	if err != nil {
+		return err
+	}
+	return f.trust.Check(target)
 }
 
-// HasStarted reports whether the informer was ever run (Run or
-// RunWithContext), stopped since or not. Until it is, nothing reaches its
-// cache and a wait for freshness could only time out.
-func (f *FreshInformer) HasStarted() bool { return f.started.Load() }
+// hasStarted reports whether the informer was ever run, stopped since or
+// not (Sync of the factories starts only those).
+func (f *FreshInformer) hasStarted() bool { return f.started.Load() }

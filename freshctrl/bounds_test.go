@@ -66,12 +66,12 @@ func TestWritesBoundedWhileInformerStuck(t *testing.T) {
 	}
 	// The first write was evicted long ago: a read of it still waits.
 	err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "k-0"}, &corev1.ConfigMap{}, FailIfNotFresh)
-	var nf *NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if !errors.As(err, &nf) {
 		t.Fatalf("Get of an evicted write: got %v, want a NotFreshError", err)
 	}
-	if cmp, _ := freshness.Compare(nf.Target, "2000"); cmp < 0 {
-		t.Fatalf("Get of an evicted write waits for %s, below the write's 2000", nf.Target)
+	if cmp, _ := freshness.Compare(nf.Written, "2000"); cmp < 0 {
+		t.Fatalf("Get of an evicted write waits for %s, below the write's 2000", nf.Written)
 	}
 	// Once the informer is past every write, reads return at once.
 	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: fmt.Sprint(2000 + n)}}
@@ -97,20 +97,20 @@ func TestWritesEvictedWhenIdle(t *testing.T) {
 	}
 	clk.SetTime(clk.Now().Add(time.Minute + time.Second))
 	written(c, "new", "2000")
-	var nf *NotFreshError
+	var nf *readyourwrites.NotFreshError
 	err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "old-3"}, &corev1.ConfigMap{}, FailIfNotFresh)
 	if !errors.As(err, &nf) {
 		t.Fatalf("Get of an evicted write: got %v, want a NotFreshError", err)
 	}
-	if cmp, _ := freshness.Compare(nf.Target, "1003"); cmp < 0 {
-		t.Fatalf("Get of an evicted write waits for %s, below the write's 1003", nf.Target)
+	if cmp, _ := freshness.Compare(nf.Written, "1003"); cmp < 0 {
+		t.Fatalf("Get of an evicted write waits for %s, below the write's 1003", nf.Written)
 	}
 	bm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2000"}}
 	inf.lw.w.Action(watch.Bookmark, bm)
 	eventually(t, "the bookmark", func() bool { return inf.si.Informer.LastObservedResourceVersion() == "2000" })
 	for _, name := range []string{"old-3", "new", "never-written"} {
 		err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &corev1.ConfigMap{}, FailIfNotFresh)
-		if errors.Is(err, ErrNotFresh) {
+		if errors.Is(err, freshness.ErrNotFresh) {
 			t.Fatalf("Get of %s once the informer is past every write: %v", name, err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestRequeuerOnePendingPerRequest(t *testing.T) {
 	req := parentReq(0)
 	for i := range 100 {
 		target := fmt.Sprint(1000 + 10*(i%50)) // up to 1490, twice over
-		if _, ok := r.WhenFresh(req, &NotFreshError{informer: inf.si.Informer, Target: target}); !ok {
+		if _, ok := r.WhenFresh(req, &readyourwrites.NotFreshError{Informer: inf.si.Informer, Written: target}); !ok {
 			t.Fatal("WhenFresh refused")
 		}
 		if n := r.Pending(); n != 1 {
@@ -185,7 +185,7 @@ func TestRequeuerProbeIsBounded(t *testing.T) {
 	req := parentReq(0)
 	done := make(chan bool, 1)
 	go func() {
-		_, ok := r.WhenFresh(req, &NotFreshError{informer: inf.si.Informer, Deleted: true, Key: types.NamespacedName{Namespace: "a", Name: "x"}})
+		_, ok := r.WhenFresh(req, &readyourwrites.NotFreshError{Informer: inf.si.Informer, Deleted: true, Key: types.NamespacedName{Namespace: "a", Name: "x"}})
 		done <- ok
 	}()
 	select {
@@ -215,7 +215,7 @@ func TestRequeuerParksForMaxParkAtMost(t *testing.T) {
 		for i := range perRound {
 			req := parentReq(round*perRound + i)
 			for range 2 { // reconciled twice: still one entry
-				if _, ok := r.WhenFresh(req, &NotFreshError{informer: inf.si.Informer, Target: "5000"}); !ok {
+				if _, ok := r.WhenFresh(req, &readyourwrites.NotFreshError{Informer: inf.si.Informer, Written: "5000"}); !ok {
 					t.Fatal("WhenFresh refused")
 				}
 			}

@@ -18,64 +18,10 @@ import (
 	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
-// ErrNotFresh is matched (errors.Is) by every *NotFreshError: a read found
-// the cache behind a write this client made. It is the core library's
-// readyourwrites.ErrNotFresh.
-var ErrNotFresh = readyourwrites.ErrNotFresh
-
-// NotFreshError says which informer is behind which write: the resource,
-// the informer (named after its scope), the written key, the resource
-// version the read needed (Target) and the one the cache had reached.
-// Err is the cause (a *freshness.WaitError wrapping
-// context.DeadlineExceeded on a timeout); it is nil when the read asked
-// not to wait (FailIfNotFresh).
-type NotFreshError struct {
-	Resource schema.GroupResource
-	Informer string
-	// Key is the written (or deleted) object the read needed; empty for a
-	// List waiting for several writes.
-	Key types.NamespacedName
-	// Target is "" when the read waits for a delete (Deleted is then set).
-	Target, Reached string
-	Deleted         bool
-	Waited          time.Duration
-	Err             error
-
-	informer *fcache.FreshInformer
-}
-
-// Error says which informer is behind which write, and how long the read
-// waited.
-func (e *NotFreshError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "freshctrl: %s cache (informer %q) ", e.Resource, e.Informer)
-	switch {
-	case e.Deleted:
-		fmt.Fprintf(&b, "at resource version %s still holds %s, deleted through this client", e.Reached, e.Key)
-	case e.Key.Name != "":
-		fmt.Fprintf(&b, "reached resource version %s, not %s written to %s", e.Reached, e.Target, e.Key)
-	default:
-		fmt.Fprintf(&b, "reached resource version %s, not %s written through this client", e.Reached, e.Target)
-	}
-	if e.Waited > 0 {
-		fmt.Fprintf(&b, ", after waiting %v", e.Waited.Round(time.Millisecond))
-	}
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	return b.String()
-}
-
-// Unwrap returns the cause.
-func (e *NotFreshError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrNotFresh.
-func (e *NotFreshError) Is(target error) bool { return target == ErrNotFresh }
-
 // FailIfNotFresh is a Get and List option: instead of waiting, the read
-// returns a *NotFreshError at once when the cache is behind the client's
-// writes. Hand the error to a Requeuer to re-queue the request exactly
-// when the cache catches up.
+// returns a *readyourwrites.NotFreshError (matching freshness.ErrNotFresh)
+// at once when the cache is behind the client's writes. Hand the error to
+// a Requeuer to re-queue the request exactly when the cache catches up.
 const FailIfNotFresh = failIfNotFresh(true)
 
 type failIfNotFresh bool
@@ -103,7 +49,7 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // resource in the listed namespace; a delete counts once the cache no
 // longer holds that UID, or holds it terminating. Waits use the informers'
 // applied resource version, which bookmarks advance too, are bounded by
-// Options.Timeout, and fail with a *NotFreshError. A write no informer can
+// Options.Timeout, and fail with a *readyourwrites.NotFreshError. A write no informer can
 // see (outside every namespace and selector) is not waited for. Per
 // request, client.DisableReadYourWritesConsistency turns it off, as it does
 // for controller-runtime's own option (controller-runtime v0.25 and later;
@@ -390,9 +336,10 @@ func (c *freshClient) awaitOwner(ctx context.Context, ryw *readyourwrites.ReadYo
 	return c.notFresh(ryw.CheckFresh(owner), key, waited, err)
 }
 
-// notFresh turns readyourwrites' error into freshctrl's: a
-// *NotFreshError for a cache behind, nil for an informer not started yet
-// (the read reports what the cache says), anything else as it is.
+// notFresh completes readyourwrites' *NotFreshError for a read: the
+// informer's name, the key read, the wait. It returns nil for an informer
+// not started yet (the read reports what the cache says), anything else
+// as it is.
 func (c *freshClient) notFresh(err error, key *types.NamespacedName, waited time.Duration, cause error) error {
 	var nf *readyourwrites.NotFreshError
 	switch {
@@ -401,13 +348,9 @@ func (c *freshClient) notFresh(err error, key *types.NamespacedName, waited time
 	case !errors.As(err, &nf):
 		return err
 	}
-	e := &NotFreshError{Resource: nf.Resource, Informer: c.cache.reg.nameOf(nf.Informer), Target: nf.Written, Reached: nf.Observed,
-		Waited: waited, Err: cause, informer: nf.Informer}
-	switch {
-	case nf.Deleted.Name != "":
-		e.Deleted, e.Key = true, nf.Deleted
-	case key != nil:
-		e.Key = *key
+	nf.Name, nf.Waited, nf.Err = c.cache.reg.nameOf(nf.Informer), waited, cause
+	if !nf.Deleted && key != nil {
+		nf.Key = *key
 	}
-	return e
+	return nf
 }

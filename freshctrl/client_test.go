@@ -22,6 +22,7 @@ import (
 
 	fcache "github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
@@ -229,7 +230,7 @@ func TestBookmarkEndsWait(t *testing.T) {
 }
 
 // TestTimeoutIsTypedAndBounded: a cache that never catches up fails the
-// read after the timeout with a *NotFreshError naming resource, informer,
+// read after the timeout with a *readyourwrites.NotFreshError naming resource, informer,
 // key, target and reached resource version.
 func TestTimeoutIsTypedAndBounded(t *testing.T) {
 	inf := startInformer(t, Scope{Namespace: "a"}, "900")
@@ -240,15 +241,15 @@ func TestTimeoutIsTypedAndBounded(t *testing.T) {
 	if time.Since(start) > 15*time.Second {
 		t.Fatalf("read took %v", time.Since(start))
 	}
-	var nf *NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if !errors.As(err, &nf) {
 		t.Fatalf("got %v, want a *NotFreshError", err)
 	}
-	if !errors.Is(err, ErrNotFresh) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("%v does not match ErrNotFresh and context.DeadlineExceeded", err)
+	if !errors.Is(err, freshness.ErrNotFresh) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not match freshness.ErrNotFresh and context.DeadlineExceeded", err)
 	}
-	if nf.Resource != configMaps || nf.Informer != "ns=a" || nf.Key != client.ObjectKeyFromObject(written) ||
-		nf.Target != written.ResourceVersion || nf.Reached != "900" || nf.Waited <= 0 {
+	if nf.Resource != configMaps || nf.Name != "ns=a" || nf.Key != client.ObjectKeyFromObject(written) ||
+		nf.Written != written.ResourceVersion || nf.Observed != "900" || nf.Waited <= 0 {
 		t.Errorf("error fields: %+v", nf)
 	}
 	// The default timeout applies without a per-request one.
@@ -298,8 +299,8 @@ func TestMultiNamespaceWaitsPerInformer(t *testing.T) {
 		t.Fatalf("List in b: %v", err)
 	}
 	err := c.List(context.Background(), &corev1.ConfigMapList{}, FailIfNotFresh)
-	var nf *NotFreshError
-	if !errors.As(err, &nf) || nf.Informer != "ns=a" {
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) || nf.Name != "ns=a" {
 		t.Fatalf("cluster-wide List: got %v, want the ns=a informer behind", err)
 	}
 	done := background(func() error { return c.List(waitCtx(t), &corev1.ConfigMapList{}) })
@@ -348,7 +349,7 @@ func TestDeleteWaitsForTheUIDToGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), &corev1.ConfigMap{}, FailIfNotFresh)
-	var nf *NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if !errors.As(err, &nf) || !nf.Deleted {
 		t.Fatalf("got %v, want a NotFreshError for the delete", err)
 	}

@@ -48,7 +48,7 @@
 //     passed by the next bookmark.
 //   - Bounds: it waits until the request's context ends. freshctrl bounds
 //     each read (Options.Timeout, default 10s; WaitTimeout per request)
-//     and fails with a *NotFreshError naming the resource, the informer,
+//     and fails with a *readyourwrites.NotFreshError naming the resource, the informer,
 //     the key, the target and the reached resource version.
 //   - Scopes: it keeps one watermark per resource, which it documents as
 //     wrong when a resource has more than one namespace configured.
@@ -78,7 +78,7 @@
 // this package's client over a Cache of FreshInformers on a fake API
 // server, so a reconciler's unit test runs the reconciler as a manager
 // does: its cached reads reflect its own writes, a FailIfNotFresh read
-// fails with a *NotFreshError while the cache is behind, and a Requeuer
+// fails with a *readyourwrites.NotFreshError while the cache is behind, and a Requeuer
 // parks the request until the cache catches up. PauseInformers holds the
 // cache behind the server to test that path. On controller-runtime's own
 // fake client there is no cache: FailIfNotFresh never fails and WhenFresh

@@ -35,6 +35,8 @@ import (
 	"go.uber.org/goleak"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // startCache runs c until the test ends and waits for it to have started.
@@ -164,8 +166,8 @@ func TestForeignInformerIsWaitedFor(t *testing.T) {
 
 	key := types.NamespacedName{Namespace: "a", Name: "x"}
 	err = c.Get(waitCtx(t), key, &corev1.ConfigMap{}, FailIfNotFresh)
-	var nf *NotFreshError
-	if !errors.As(err, &nf) || nf.Target != "200" || nf.Reached != "100" || nf.Informer != "*" {
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) || nf.Written != "200" || nf.Observed != "100" || nf.Name != "*" {
 		t.Fatalf("Get before the informer saw the write: got %v, want informer * at 100 behind 200", err)
 	}
 	got := &corev1.ConfigMap{}
@@ -205,7 +207,7 @@ func TestForeignInformerWithoutAtomicFIFO(t *testing.T) {
 	c := newCachedClient(t, o, cc)
 	c.record(cm("a", "x", "200", nil))
 	err = c.Get(waitCtx(t), types.NamespacedName{Namespace: "a", Name: "x"}, &corev1.ConfigMap{}, FailIfNotFresh)
-	if errors.Is(err, ErrNotFresh) || !strings.Contains(err.Error(), "not found") {
+	if errors.Is(err, freshness.ErrNotFresh) || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("got %v, want the plain read's NotFound", err)
 	}
 	if n := logs.count("cannot be wrapped"); n != 1 {

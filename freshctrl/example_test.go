@@ -19,6 +19,8 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshctrl/fake"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // A manager opts in with two fields; everything else is as before.
@@ -98,9 +100,9 @@ func ExampleFailIfNotFresh() {
 		return
 	}
 	err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.FailIfNotFresh)
-	var nf *freshctrl.NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if errors.As(err, &nf) {
-		fmt.Println("not fresh:", errors.Is(err, freshctrl.ErrNotFresh), nf.Key, nf.Target == settings.ResourceVersion)
+		fmt.Println("not fresh:", errors.Is(err, freshness.ErrNotFresh), nf.Key, nf.Written == settings.ResourceVersion)
 	}
 
 	c.ResumeInformers()
@@ -132,7 +134,7 @@ func ExampleWaitTimeout() {
 		return
 	}
 	err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.WaitTimeout(20*time.Millisecond))
-	fmt.Println(errors.Is(err, freshctrl.ErrNotFresh), errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(errors.Is(err, freshness.ErrNotFresh), errors.Is(err, context.DeadlineExceeded))
 	// Output: true true
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // Informers from a cache.Options.NewInformer hook that are not
@@ -76,17 +77,17 @@ func (c *freshClient) awaitForeign(ctx context.Context, gk schema.GroupKind, rep
 		if cur, err := freshness.ParseRV(f.LastObservedResourceVersion()); err == nil && cur.AtLeast(target) {
 			continue
 		}
-		nf := &NotFreshError{Resource: e.Resource, Informer: e.name, Target: target.String()}
+		nf := &readyourwrites.NotFreshError{Resource: e.Resource, Name: e.name, Written: target.String()}
 		if key != nil {
 			nf.Key = *key
 		}
 		if ro.failFast {
-			nf.Reached = f.LastObservedResourceVersion()
+			nf.Observed = f.LastObservedResourceVersion()
 			return nf
 		}
 		start := time.Now()
 		if err := f.WaitForFreshness(ctx, target.String()); err != nil {
-			nf.Waited, nf.Err, nf.Reached = time.Since(start), err, f.LastObservedResourceVersion()
+			nf.Waited, nf.Err, nf.Observed = time.Since(start), err, f.LastObservedResourceVersion()
 			return nf
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	fcache "github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // Defaults of RequeuerOptions.
@@ -169,7 +170,7 @@ func (r *Requeuer) shutDown() {
 }
 
 // WhenFresh schedules req for when the cache reaches what err (a
-// *NotFreshError from a FailIfNotFresh read) says it lacks, and returns the
+// *readyourwrites.NotFreshError from a FailIfNotFresh read) says it lacks, and returns the
 // result the reconciler should return with a nil error. The request comes
 // back through the queue's Add once the cache gets there, through Add
 // after MaxPark if it has not, or through AddRateLimited if it never will
@@ -182,10 +183,10 @@ func (r *Requeuer) shutDown() {
 // rate limiter. For an informer that is not a FreshInformer (from a
 // cache.Options.NewInformer hook), which cannot call back, the request is
 // re-queued through the rate limiter at once. ok is false when err is not
-// a *NotFreshError or the Requeuer is not running: the reconciler returns
+// a *readyourwrites.NotFreshError or the Requeuer is not running: the reconciler returns
 // err itself.
 func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile.Result, ok bool) {
-	var nf *NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if !errors.As(err, &nf) {
 		return reconcile.Result{}, false
 	}
@@ -196,16 +197,16 @@ func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile
 	if !running {
 		return reconcile.Result{}, false
 	}
-	if nf.informer == nil {
+	if nf.Informer == nil {
 		queue.AddRateLimited(req)
 		return reconcile.Result{}, true
 	}
-	target, perr := freshness.ParseRV(nf.Target)
-	if nf.Deleted && nf.Target == "" {
+	target, perr := freshness.ParseRV(nf.Written)
+	if nf.Deleted && nf.Written == "" {
 		// A delete has no resource version of its own: the server's
 		// current one is past it.
 		pctx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
-		rv, err := nf.informer.ServerResourceVersion(pctx)
+		rv, err := nf.Informer.ServerResourceVersion(pctx)
 		cancel()
 		if err == nil {
 			target, perr = freshness.ParseRV(rv)
@@ -220,7 +221,7 @@ func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile
 	if perr != nil {
 		return reconcile.Result{}, false
 	}
-	r.park(req, nf.informer, target)
+	r.park(req, nf.Informer, target)
 	return reconcile.Result{}, true
 }
 

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // TestRequeuerRequeuesWhenFresh: a reconcile that finds the cache behind
@@ -48,8 +49,8 @@ func TestRequeuerRequeuesWhenFresh(t *testing.T) {
 		key client.ObjectKey
 	}{{reqY, client.ObjectKeyFromObject(second)}, {reqX, client.ObjectKeyFromObject(first)}} {
 		err := c.Get(context.Background(), step.key, &corev1.ConfigMap{}, FailIfNotFresh)
-		if !errors.Is(err, ErrNotFresh) {
-			t.Fatalf("Get %s: got %v, want ErrNotFresh", step.key, err)
+		if !errors.Is(err, freshness.ErrNotFresh) {
+			t.Fatalf("Get %s: got %v, want freshness.ErrNotFresh", step.key, err)
 		}
 		res, ok := r.WhenFresh(step.req, err)
 		if !ok || res != (reconcile.Result{}) {
@@ -97,7 +98,7 @@ func TestRequeuerDelete(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := NewRequeuer()
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "parent"}}
-	if _, ok := r.WhenFresh(req, &NotFreshError{informer: inf.si.Informer, Target: "5"}); ok {
+	if _, ok := r.WhenFresh(req, &readyourwrites.NotFreshError{Informer: inf.si.Informer, Written: "5"}); ok {
 		t.Fatal("WhenFresh took a request before Start")
 	}
 	if err := r.Start(ctx, queue); err != nil {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // TestApplyIsRecorded: a server-side apply's response (filled into the
@@ -24,8 +26,8 @@ func TestApplyIsRecorded(t *testing.T) {
 	ac := corev1ac.ConfigMap("x", "a").WithResourceVersion("1234").WithLabels(map[string]string{"app": "web"})
 	c.recordApplied(ac)
 	err := c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "x"}, &corev1.ConfigMap{}, FailIfNotFresh)
-	var nf *NotFreshError
-	if !errors.As(err, &nf) || nf.Target != "1234" {
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) || nf.Written != "1234" {
 		t.Fatalf("got %v, want the cache behind 1234", err)
 	}
 }
@@ -42,8 +44,8 @@ func TestDeleteAllOfWaitsForTheServersVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := c.List(context.Background(), &corev1.ConfigMapList{}, client.InNamespace("a"), FailIfNotFresh)
-	var nf *NotFreshError
-	if !errors.As(err, &nf) || nf.Target != "4000" || nf.Informer != "ns=a" {
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) || nf.Written != "4000" || nf.Name != "ns=a" {
 		t.Fatalf("List in a: got %v, want ns=a behind 4000", err)
 	}
 	if err := c.List(context.Background(), &corev1.ConfigMapList{}, client.InNamespace("b"), FailIfNotFresh); err != nil {

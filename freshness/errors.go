@@ -19,6 +19,12 @@ var ErrStopped = errors.New("freshness tracker stopped")
 // informer that was never started: nothing would ever reach its cache.
 var ErrNotStarted = errors.New("informer was never started")
 
+// ErrNotFresh is matched (with errors.Is) by the error of a check, made
+// without waiting, that found the cache behind the resource version it
+// needs (FreshInformer.CheckFreshness, readyourwrites' CheckFresh and
+// NotFreshError, freshctrl's reads with FailIfNotFresh).
+var ErrNotFresh = errors.New("cache is not yet fresh")
+
 // ErrTooLargeResourceVersion is matched (with errors.Is) by a
 // *TooLargeResourceVersionError.
 var ErrTooLargeResourceVersion = errors.New("too large resource version")
@@ -73,9 +79,11 @@ func (e *IncomparableError) Is(target error) bool { return target == ErrIncompar
 // WaitError reports a wait that returned before its target was reached:
 // the context ended, the tracker or informer stopped (or was never
 // started), the server's resource versions cannot be ordered, or the
-// target is beyond the server. It unwraps to the cause, so errors.Is(err,
+// target is beyond the server; or a check made without waiting found the
+// cache behind (ErrNotFresh). It unwraps to the cause, so errors.Is(err,
 // context.DeadlineExceeded), errors.Is(err, context.Canceled),
 // errors.Is(err, ErrStopped), errors.Is(err, ErrNotStarted),
+// errors.Is(err, ErrNotFresh),
 // errors.Is(err, ErrIncomparable) and errors.Is(err,
 // ErrTooLargeResourceVersion) hold as appropriate.
 type WaitError struct {
@@ -84,7 +92,7 @@ type WaitError struct {
 	// Current is the resource version the tracker had reached when the wait
 	// ended ("" if it had reached none).
 	Current string
-	// Waited is how long the caller was blocked.
+	// Waited is how long the caller was blocked (0 for a check).
 	Waited time.Duration
 	// Err is the cause.
 	Err error
@@ -95,6 +103,9 @@ func (e *WaitError) Error() string {
 	cur := e.Current
 	if cur == "" {
 		cur = "none"
+	}
+	if e.Waited == 0 {
+		return fmt.Sprintf("resource version %s, cache is at %s: %v", e.Target, cur, e.Err)
 	}
 	return fmt.Sprintf("waited %s for resource version %s, cache is at %s: %v", e.Waited, e.Target, cur, e.Err)
 }

@@ -3,6 +3,7 @@ package readyourwrites
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -123,14 +124,27 @@ func (r *ReadYourWrites) removed(inf *cache.FreshInformer) bool {
 // usable returns an error matching cache.ErrNoInformer, at once, for an
 // informer that was never started: waiting on it could only time out.
 func usable(inf *cache.FreshInformer) error {
-	if !inf.HasStarted() {
+	if errors.Is(inf.CheckFreshness("1"), freshness.ErrNotStarted) { // said before rv is looked at
 		return fmt.Errorf("%w: the %s was never started", cache.ErrNoInformer, describe(inf))
 	}
 	return nil
 }
 
+// fresh reports whether inf's cache holds rv: WaitForFreshness would
+// return nil at once.
+func fresh(inf *cache.FreshInformer, rv freshness.RV) bool {
+	return inf.CheckFreshness(rv.String()) == nil
+}
+
+// notFresh fills in e for owner and the informer behind.
+func notFresh(owner Owner, inf *cache.FreshInformer, e *NotFreshError) *NotFreshError {
+	e.Owner, e.Resource, e.Scope, e.Name, e.Informer = owner, inf.Resource(), inf.Selector(), inf.Name(), inf
+	e.Observed = inf.LastObservedResourceVersion()
+	return e
+}
+
 // CheckFresh reports, without blocking, whether every cache owner wrote to
-// has caught up: nil if so, else a *NotFreshError (matching ErrNotFresh)
+// has caught up: nil if so, else a *NotFreshError (matching freshness.ErrNotFresh)
 // naming a resource that is behind, for a workqueue controller to requeue.
 // It fails at once, matching cache.ErrNoInformer, if an informer written
 // to was never started.
@@ -143,12 +157,12 @@ func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 		if err := usable(inf); err != nil {
 			return err
 		}
-		if rv, ok := p.written[inf]; ok && !inf.IsFresh(rv.String()) {
-			return &NotFreshError{Owner: owner, Resource: inf.Resource(), Scope: inf.Selector(), Informer: inf, Written: rv.String(), Observed: inf.LastObservedResourceVersion()}
+		if rv, ok := p.written[inf]; ok && !fresh(inf, rv) {
+			return notFresh(owner, inf, &NotFreshError{Written: rv.String()})
 		}
 		for _, d := range p.deleted[inf] {
 			if holdsAlive(inf, d) {
-				return &NotFreshError{Owner: owner, Resource: inf.Resource(), Scope: inf.Selector(), Informer: inf, Deleted: d.key, Observed: inf.LastObservedResourceVersion()}
+				return notFresh(owner, inf, &NotFreshError{Key: d.key, Deleted: true})
 			}
 		}
 	}

@@ -13,7 +13,7 @@
 // # What it proves
 //
 // A write is proven read once every informer it was routed to has applied
-// its resource version (cache.FreshInformer.IsFresh, WaitForFreshness): an
+// its resource version (cache.FreshInformer.CheckFreshness, WaitForFreshness): an
 // informer's applied resource version only moves past events that are in
 // its indexer, so a read from that informer after the check reflects the
 // write or something newer. A write is routed to every informer of its
@@ -21,7 +21,7 @@
 // written object, and to every one that still holds the object's key: a
 // write that moves an object out of a selector reaches that informer as a
 // delete at the write's resource version. A write no informer will ever
-// see fails at Record (ErrNotWatched, or cache.ErrNoInformer when the
+// see fails at Record (cache.ErrNotWatched, or cache.ErrNoInformer when the
 // resource has no informer): waiting for it would only time out.
 //
 // # How deletes are proven
@@ -73,7 +73,7 @@
 //
 // A ReadYourWrites has one mutex, which guards its records (the owners,
 // their least-recently-used order, and what evicted owners left). Under
-// it, it calls into informers only to read them: IsFresh, IsStopped, and
+// it, it calls into informers only to read them: CheckFreshness, IsStopped, and
 // its indexer's GetByKey, which take the informer's own locks. So the lock
 // order is ReadYourWrites before the informer's locks (its own mutex, its
 // tracker's and its indexer's), and the informer never calls into a

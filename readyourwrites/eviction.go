@@ -87,7 +87,7 @@ func (r *ReadYourWrites) evictIdleLocked(now time.Time) {
 func (r *ReadYourWrites) evictLocked(w *ownerWrites) {
 	r.removeLocked(w)
 	for inf, rv := range w.written {
-		if !inf.IsFresh(rv.String()) && !inf.IsStopped() {
+		if !fresh(inf, rv) && !inf.IsStopped() {
 			if e := r.evictedFor(w.key.gk, inf); rv.Compare(e.written) > 0 {
 				e.written = rv
 			}
@@ -131,7 +131,7 @@ func (r *ReadYourWrites) addEvictedLocked(gk schema.GroupKind, p *pendingWrites)
 			delete(byInf, inf)
 			continue
 		}
-		if !e.written.IsZero() && inf.IsFresh(e.written.String()) {
+		if !e.written.IsZero() && fresh(inf, e.written) {
 			e.written = freshness.RV{}
 		}
 		e.deleted.prune(inf)

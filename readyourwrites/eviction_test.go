@@ -13,6 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // Issue 22 item 5: owners that write and are never checked again (deleted
@@ -81,11 +82,11 @@ func TestReadYourWritesIdleOwnersEvicted(t *testing.T) {
 		}
 	}
 	clk.SetTime(clk.Now().Add(40 * time.Second))
-	if err := ryw.CheckFresh(busy); !errors.Is(err, ErrNotFresh) {
+	if err := ryw.CheckFresh(busy); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("busy before the write is cached: %v", err)
 	}
 	clk.SetTime(clk.Now().Add(40 * time.Second)) // idle: 80s, busy: 40s
-	if err := ryw.CheckFresh(busy); !errors.Is(err, ErrNotFresh) {
+	if err := ryw.CheckFresh(busy); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("busy, checked within the timeout: %v", err)
 	}
 	if owners, _, _ := ryw.sizes(); owners != 1 {
@@ -175,7 +176,7 @@ func TestReadYourWritesEvictionKeepsUnshownDeletes(t *testing.T) {
 	}
 	var nf *NotFreshError
 	late := owner("late", "1")
-	if err := ryw.CheckFresh(late); !errors.As(err, &nf) || nf.Deleted.Name == "" {
+	if err := ryw.CheckFresh(late); !errors.As(err, &nf) || !nf.Deleted || nf.Key.Name == "" {
 		t.Fatalf("an owner of the kind, with evicted deletes not shown: %v", err)
 	}
 	for i, obj := range listed {
@@ -220,7 +221,7 @@ func TestReadYourWritesDeleteSetBounded(t *testing.T) {
 		t.Fatalf("the delete not shown was lost: %v", p.deleted[inf][:3])
 	}
 	var nf *NotFreshError
-	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || nf.Deleted.Name != "kept" {
+	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || !nf.Deleted || nf.Key.Name != "kept" {
 		t.Fatalf("CheckFresh: %v", err)
 	}
 }
@@ -279,7 +280,7 @@ func TestReadYourWritesConcurrentEviction(t *testing.T) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, ErrNotFresh) {
+					if !errors.Is(err, freshness.ErrNotFresh) {
 						t.Error(err)
 						return
 					}

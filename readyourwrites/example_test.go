@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/freshtest"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 )
@@ -110,13 +111,13 @@ func ExampleReadYourWrites_CheckFresh() {
 		fmt.Println(err)
 		return
 	}
-	// In a controller: if errors.Is(err, readyourwrites.ErrNotFresh) { queue.AddRateLimited(key) }.
+	// In a controller: if errors.Is(err, freshness.ErrNotFresh) { queue.AddRateLimited(key) }.
 	for {
 		err := ryw.CheckFresh(owner)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, readyourwrites.ErrNotFresh) {
+		if !errors.Is(err, freshness.ErrNotFresh) {
 			fmt.Println(err)
 			return
 		}

@@ -32,7 +32,7 @@ func TestReadYourWritesCheckAndEnsure(t *testing.T) {
 	}
 	err := ryw.CheckFresh(o)
 	var nf *NotFreshError
-	if !errors.Is(err, ErrNotFresh) || !errors.As(err, &nf) || nf.Written != "30" || nf.Observed != "10" || nf.Resource != configMapsResource {
+	if !errors.Is(err, freshness.ErrNotFresh) || !errors.As(err, &nf) || nf.Written != "30" || nf.Observed != "10" || nf.Resource != configMapsResource {
 		t.Fatalf("CheckFresh before the write is cached = %v", err)
 	}
 
@@ -90,7 +90,7 @@ func TestReadYourWritesDeletes(t *testing.T) {
 
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("gone", ""), "g1"))
 	var nf *NotFreshError
-	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || nf.Deleted.Name != "gone" {
+	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || !nf.Deleted || nf.Key.Name != "gone" {
 		t.Fatalf("CheckFresh with the deleted object cached = %v", err)
 	}
 	w.Delete(withUID(cm("gone", "12"), "g1"))
@@ -133,12 +133,12 @@ func TestReadYourWritesErrors(t *testing.T) {
 	if err := ryw.Record(o, configMapsResource, cm("c", "abc")); !errors.Is(err, freshness.ErrIncomparable) {
 		t.Fatalf("malformed RV: %v", err)
 	}
-	if err := ryw.Record(o, configMapsResource, cm("unlabelled", "11")); !errors.Is(err, ErrNotWatched) {
+	if err := ryw.Record(o, configMapsResource, cm("unlabelled", "11")); !errors.Is(err, cache.ErrNotWatched) {
 		t.Fatalf("object outside the label selector: %v", err)
 	}
 	other := labelled(cm("elsewhere", "11"))
 	other.Namespace = "other"
-	if err := ryw.Record(o, configMapsResource, other); !errors.Is(err, ErrNotWatched) {
+	if err := ryw.Record(o, configMapsResource, other); !errors.Is(err, cache.ErrNotWatched) {
 		t.Fatalf("object outside the namespace: %v", err)
 	}
 	if err := ryw.Record(o, schema.GroupResource{Resource: "secrets"}, labelled(cm("c", "11"))); !errors.Is(err, cache.ErrNoInformer) {
@@ -199,7 +199,7 @@ func TestReadYourWritesKeepsDeletesRecordedWhileChecking(t *testing.T) {
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("kept", ""), "k1"))
 	ryw.settled(o, p) // the check found its delete fresh
 	var nf *NotFreshError
-	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || nf.Deleted.Name != "kept" {
+	if err := ryw.CheckFresh(o); !errors.As(err, &nf) || !nf.Deleted || nf.Key.Name != "kept" {
 		t.Fatalf("the delete recorded during the check was lost: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // Record notes that written, as the server returned it from a create,
 // update, patch or status write of resource gr, was written on behalf of
-// owner. It returns an error matching cache.ErrNoInformer or ErrNotWatched
+// owner. It returns an error matching cache.ErrNoInformer or cache.ErrNotWatched
 // (and records nothing) when no informer of the resource will see the
 // object, and one matching freshness.ErrIncomparable for a missing or
 // malformed resource version.
@@ -201,7 +201,7 @@ func (r *ReadYourWrites) NewestKnownResourceVersion(gr schema.GroupResource) str
 // one that holds obj's key (the write moves it out of that informer's
 // selector: the informer sees a delete at the write's resource version).
 // It returns an error matching cache.ErrNoInformer if gr has no informer,
-// and one matching ErrNotWatched if none will see obj.
+// and one matching cache.ErrNotWatched if none will see obj.
 func (r *ReadYourWrites) informersFor(gr schema.GroupResource, obj metav1.Object) ([]*cache.FreshInformer, error) {
 	all := r.source.FreshInformersForResource(gr)
 	if len(all) == 0 {

@@ -60,7 +60,7 @@ func TestRoutesByScope(t *testing.T) {
 
 	selective := New(cache.InformerList{a, b}, time.Second)
 	err := selective.Wrote(o, inNamespace(cm("y", "21"), "c"), nil)
-	if !errors.Is(err, ErrNotWatched) || !errors.Is(err, cache.ErrNotWatched) || !strings.Contains(err.Error(), "namespace a") || !strings.Contains(err.Error(), "namespace b") {
+	if !errors.Is(err, cache.ErrNotWatched) || !errors.Is(err, cache.ErrNotWatched) || !strings.Contains(err.Error(), "namespace a") || !strings.Contains(err.Error(), "namespace b") {
 		t.Fatalf("a write outside every informer: %v", err)
 	}
 }
@@ -80,14 +80,14 @@ func TestRoutesToInformersHoldingTheKey(t *testing.T) {
 	if err := ryw.Record(o, configMapsResource, moved); err != nil {
 		t.Fatalf("a write moving a cached object out of the selector: %v", err)
 	}
-	if err := ryw.CheckFresh(o); !errors.Is(err, ErrNotFresh) {
+	if err := ryw.CheckFresh(o); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("CheckFresh with the object still cached under its old labels: %v", err)
 	}
 	w.Delete(cm("x", "20")) // what a label-selected watch sends
 	if err := ryw.EnsureFresh(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	if err := ryw.Record(o, configMapsResource, cm("never-held", "21")); !errors.Is(err, ErrNotWatched) {
+	if err := ryw.Record(o, configMapsResource, cm("never-held", "21")); !errors.Is(err, cache.ErrNotWatched) {
 		t.Fatalf("a write outside the selector, never held: %v", err)
 	}
 }
@@ -111,7 +111,7 @@ func TestOwnersOfDifferentKinds(t *testing.T) {
 		t.Fatalf("the Service's write is cached: %v", err)
 	}
 	err := ryw.CheckFresh(deploy)
-	if !errors.Is(err, ErrNotFresh) || !strings.Contains(err.Error(), "Deployment.apps ns/web") {
+	if !errors.Is(err, freshness.ErrNotFresh) || !strings.Contains(err.Error(), "Deployment.apps ns/web") {
 		t.Fatalf("the Deployment's write at 30 is not cached, CheckFresh = %v", err)
 	}
 	ryw.Forget(Owner{GroupKind: deploy.GroupKind, NamespacedName: deploy.NamespacedName})
@@ -217,7 +217,7 @@ func TestRecordForSeveralOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Owner{a, b} {
-		if err := ryw.CheckFresh(o); !errors.Is(err, ErrNotFresh) {
+		if err := ryw.CheckFresh(o); !errors.Is(err, freshness.ErrNotFresh) {
 			t.Fatalf("%s before the cache has the write: %v", o, err)
 		}
 	}

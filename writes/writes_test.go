@@ -26,8 +26,8 @@ import (
 
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/freshinformer/freshinformer/internal/apipath"
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 

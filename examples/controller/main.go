@@ -54,6 +54,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/metrics"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
@@ -258,7 +259,7 @@ func (c *controller) next(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
-	case errors.Is(err, readyourwrites.ErrNotFresh):
+	case errors.Is(err, freshness.ErrNotFresh):
 		c.notFresh.Add(1)
 		c.queue.AddRateLimited(key) // backoff mode: try again later, as kube-controller-manager does
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):

@@ -286,7 +286,7 @@ func (c *Client) Server() client.WithWatch { return c.server }
 // on, no watch event or bookmark reaches them (writes still succeed), so
 // reads find the cache behind the Client's writes. A read that waits then
 // waits until ResumeInformers or its timeout; a FailIfNotFresh read fails
-// at once with a *freshctrl.NotFreshError. Events held back are delivered,
+// at once with a *readyourwrites.NotFreshError. Events held back are delivered,
 // in order, by ResumeInformers.
 //
 // It pauses the watches, not the lists: an informer made (or relisting)

@@ -28,7 +28,7 @@
 //     wait for it, end.
 //   - PauseInformers holds the informers behind the server until
 //     ResumeInformers, so a test can drive the stale-cache path: a
-//     FailIfNotFresh read fails with a *freshctrl.NotFreshError, a
+//     FailIfNotFresh read fails with a *readyourwrites.NotFreshError, a
 //     Requeuer parks the request and puts it back in the queue once the
 //     informers resume (see the examples).
 //   - Server is the fake server's own client: another actor's writes,

@@ -19,6 +19,8 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshctrl/fake"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 // waitCtx bounds a test's waits generously: it is a failure bound, never
@@ -177,14 +179,14 @@ func TestFailIfNotFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.FailIfNotFresh)
-	var nf *freshctrl.NotFreshError
-	if !errors.Is(err, freshctrl.ErrNotFresh) || !errors.As(err, &nf) {
+	var nf *readyourwrites.NotFreshError
+	if !errors.Is(err, freshness.ErrNotFresh) || !errors.As(err, &nf) {
 		t.Fatalf("FailIfNotFresh Get with the cache behind: got %v, want a *NotFreshError", err)
 	}
-	if nf.Target != obj.ResourceVersion || nf.Key != key {
-		t.Errorf("NotFreshError names %s at %q, want %s at %q", nf.Key, nf.Target, key, obj.ResourceVersion)
+	if nf.Written != obj.ResourceVersion || nf.Key != key {
+		t.Errorf("NotFreshError names %s at %q, want %s at %q", nf.Key, nf.Written, key, obj.ResourceVersion)
 	}
-	if err := c.List(ctx, &corev1.ConfigMapList{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshctrl.ErrNotFresh) {
+	if err := c.List(ctx, &corev1.ConfigMapList{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("FailIfNotFresh List with the cache behind: got %v", err)
 	}
 	c.ResumeInformers()
@@ -417,7 +419,7 @@ func TestStatusAndPatch(t *testing.T) {
 	if err := c.Status().Update(ctx, &got); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshctrl.ErrNotFresh) {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("FailIfNotFresh after a status update with the cache paused: %v", err)
 	}
 	c.ResumeInformers()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshctrl/fake"
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // TestApply: server-side apply works as on controller-runtime's fake
@@ -36,7 +37,7 @@ func TestApply(t *testing.T) {
 	if *second.ResourceVersion == *first.ResourceVersion {
 		t.Fatalf("the second apply kept resource version %s", *second.ResourceVersion)
 	}
-	if err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshctrl.ErrNotFresh) {
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}, freshctrl.FailIfNotFresh); !errors.Is(err, freshness.ErrNotFresh) {
 		t.Fatalf("FailIfNotFresh after an apply with the cache paused: %v", err)
 	}
 	c.ResumeInformers()

@@ -28,6 +28,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/testenv"
+	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
 func freePort(t *testing.T) string {
@@ -165,7 +166,7 @@ func TestFreshctrlManager(t *testing.T) {
 		t.Errorf("Get outside the cache's namespaces: %v after %v, want an error at once", err, time.Since(start))
 	}
 	// The cache served every read: nothing waits, nothing timed out.
-	var nf *freshctrl.NotFreshError
+	var nf *readyourwrites.NotFreshError
 	if errors.As(err, &nf) {
 		t.Errorf("unexpected freshness error: %v", nf)
 	}

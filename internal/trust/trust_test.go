@@ -36,20 +36,24 @@ func TestWhatWaitsSee(t *testing.T) {
 		name    string
 		set     func(t *testing.T, tr *Trust)
 		reached bool
+		check   error // Check(50)'s cause when not reached
 	}{
-		{"trusted", func(*testing.T, *Trust) {}, true},
-		{"syncing", func(t *testing.T, tr *Trust) { tr.ListedAtZero(tr.View().Stamp).Run() }, false},
-		{"outage", func(_ *testing.T, tr *Trust) { tr.Failed().Run() }, false},
-		{"restore check", func(_ *testing.T, tr *Trust) { tr.Checking() }, false},
-		{"regression found", func(_ *testing.T, tr *Trust) { tr.Found(false).Run() }, false},
-		{"restoring", func(t *testing.T, tr *Trust) { tr.Restore(tr.View().Stamp) }, false},
-		{"plain", func(_ *testing.T, tr *Trust) { tr.Incomparable(freshness.ErrIncomparable).Run() }, false},
+		{"trusted", func(*testing.T, *Trust) {}, true, nil},
+		{"syncing", func(t *testing.T, tr *Trust) { tr.ListedAtZero(tr.View().Stamp).Run() }, false, freshness.ErrNotFresh},
+		{"outage", func(_ *testing.T, tr *Trust) { tr.Failed().Run() }, false, freshness.ErrNotFresh},
+		{"restore check", func(_ *testing.T, tr *Trust) { tr.Checking() }, false, freshness.ErrNotFresh},
+		{"regression found", func(_ *testing.T, tr *Trust) { tr.Found(false).Run() }, false, freshness.ErrNotFresh},
+		{"restoring", func(t *testing.T, tr *Trust) { tr.Restore(tr.View().Stamp) }, false, freshness.ErrNotFresh},
+		{"plain", func(_ *testing.T, tr *Trust) { tr.Incomparable(freshness.ErrIncomparable).Run() }, false, freshness.ErrIncomparable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := listedAt(t, "100")
 			tc.set(t, tr)
 			if got := tr.Reached(rv(t, "50")); got != tc.reached {
 				t.Fatalf("Reached(50) = %v, want %v", got, tc.reached)
+			}
+			if err := tr.Check(rv(t, "50")); (err == nil) != tc.reached || (err != nil && !errors.Is(err, tc.check)) {
+				t.Fatalf("Check(50) = %v, want cause %v", err, tc.check)
 			}
 			if v := tr.View(); v.Held == tc.reached {
 				t.Fatalf("View().Held = %v with Reached %v", v.Held, tc.reached)
@@ -170,5 +174,11 @@ func TestTooLargeAndStop(t *testing.T) {
 	}
 	if err := tr.Wait(ctx, rv(t, "100")); err != nil {
 		t.Fatalf("Wait for what was reached, after Stop = %v", err)
+	}
+	if err := tr.Check(rv(t, "101")); !errors.Is(err, freshness.ErrStopped) {
+		t.Fatalf("Check after Stop = %v", err)
+	}
+	if err := tr.Check(rv(t, "100")); err != nil {
+		t.Fatalf("Check for what was reached, after Stop = %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/requeue"
 	"github.com/freshinformer/freshinformer/writes"
@@ -141,7 +142,7 @@ func (c *controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 	case ctx.Err() != nil:
 		c.queue.Forget(key) // shutting down
-	case errors.Is(err, readyourwrites.ErrNotFresh):
+	case errors.Is(err, freshness.ErrNotFresh):
 		c.st.notFresh.Add(1)
 		c.queue.AddRateLimited(key)
 	case apierrors.IsConflict(err):
