@@ -6,7 +6,7 @@ FUZZTIME ?= 60s
 BENCHCOUNT ?= 10
 PKGS := ./...
 
-.PHONY: help test codegen promtool bench fuzz lint soak soak-model
+.PHONY: help test codegen promtool bench fuzz lint soak soak-model soak-ranges
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -48,20 +48,29 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 60s).
 	done
 
 # The model fault suite (cache/fault_test.go over internal/apimodel): make
-# test runs 24 seeds; soak-model runs up to SOAK_SEEDS seeds from a random
-# first one (printed), for at most SOAK_TIME. A failure prints the seed and
-# the command that replays it.
+# test runs 24 seeds; soak-model runs up to SOAK_SEEDS seeds from SOAK_FIRST
+# (0: a random first one, printed), for at most SOAK_TIME (0: no limit). A
+# failure prints the seed and the command that replays it. soak-ranges runs
+# the ranges docs/fault-suite.md lists, 400 seeds each.
 SOAK_SEEDS ?= 5000
+SOAK_FIRST ?= 0
 SOAK_TIME ?= 10m
 SOAK_FAULT_TIME ?= 3s
 SOAK_PARALLEL ?= 8
+SOAK_RANGES ?= 200000 300000 400000 500000 600000 700000 800000 900000 1100000 1200000 100000
 
 soak: soak-model soak-cluster ## Every soak: the model fault suite, then randomized faults on a real control plane.
 
-soak-model: ## Fault suite over the model API server: SOAK_SEEDS seeds, for at most SOAK_TIME, -race.
+soak-model: ## Fault suite over the model API server: SOAK_SEEDS seeds from SOAK_FIRST (0: random), for at most SOAK_TIME, -race.
 	$(GO) test -race -count=1 -timeout 0 ./cache -run '^TestFaultSuite' \
-	  -fault.first=0 -fault.seeds=$(SOAK_SEEDS) -fault.budget=$(SOAK_TIME) \
+	  -fault.first=$(SOAK_FIRST) -fault.seeds=$(SOAK_SEEDS) -fault.budget=$(SOAK_TIME) \
 	  -fault.time=$(SOAK_FAULT_TIME) -fault.parallel=$(SOAK_PARALLEL)
+
+soak-ranges: ## Fault suite over the ten ranges of docs/fault-suite.md, 400 seeds each (about 15 min a range on 2 cores), -race.
+	@set -e; for first in $(SOAK_RANGES); do \
+	  echo "== seeds $$first..$$((first + 399))"; \
+	  $(MAKE) --no-print-directory soak-model SOAK_FIRST=$$first SOAK_SEEDS=400 SOAK_TIME=0; \
+	done
 
 lint: ## gofmt check, go vet, staticcheck (pinned).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

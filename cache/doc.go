@@ -3,7 +3,7 @@
 // its indexer has applied and lets a caller wait until the cache is at least
 // that fresh (WaitForFreshness), without ever moving the cache back in time.
 // NewSharedInformerFactory makes them as client-go's factory does (the
-// machinery is in package informers); package readyourwrites builds
+// machinery is in internal/factory); package readyourwrites builds
 // read-your-writes for reconcilers on top.
 //
 // # The pipeline, and where each step lives

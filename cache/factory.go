@@ -6,51 +6,113 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	clientgoinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/freshinformer/freshinformer/informers"
+	"github.com/freshinformer/freshinformer/internal/factory"
 )
 
-// The factories live in package informers, generic over the informer they
-// make (informers cannot import cache); this file instantiates them with
-// FreshInformer and keeps their constructors and options where callers
-// have always found them.
+// The factories' machinery is internal/factory, generic over the informer
+// it makes (it cannot import cache); this file makes them with
+// FreshInformer and documents what they add to client-go's.
 
 // SharedInformerFactory is a drop-in for client-go's
-// informers.SharedInformerFactory whose informers are *FreshInformer:
-// existing code that takes an informers.SharedInformerFactory runs
-// unchanged (factory.Core().V1().Pods().Informer(), .Lister(), Start,
-// WaitForCacheSync, Shutdown, InformerFor, ForResource), and gains
-// WaitForFreshness per resource. Its methods are documented on
-// informers.SharedInformerFactory.
-type SharedInformerFactory = informers.SharedInformerFactory[*FreshInformer]
+// informers.SharedInformerFactory whose informers are *FreshInformer. It
+// is one: every method of that interface is there as client-go documents
+// it (Start, Shutdown, WaitForCacheSync, InformerFor, ForResource, and the
+// group accessors: factory.Core().V1().Pods().Informer(), .Lister()), so
+// existing code that takes one runs unchanged. Its getters do no I/O and
+// start nothing, as client-go's. It adds the methods below.
+type SharedInformerFactory struct{ *typedFactory }
+
+type typedFactory = factory.SharedInformerFactory[*FreshInformer]
 
 // DynamicSharedInformerFactory is a drop-in for client-go's
 // dynamicinformer.DynamicSharedInformerFactory (CRDs and other resources as
-// unstructured objects) whose informers are *FreshInformer, keyed by GVR.
-// Its methods are documented on informers.DynamicSharedInformerFactory.
-type DynamicSharedInformerFactory = informers.DynamicSharedInformerFactory[*FreshInformer]
+// unstructured objects) whose informers are *FreshInformer, keyed by GVR:
+// every method of that interface is there as client-go documents it
+// (ForResource, Start, Shutdown, WaitForCacheSync). It adds the methods
+// below.
+type DynamicSharedInformerFactory struct{ *dynamicFactory }
 
-// ResourceVersion is a resource version of one resource.
-type ResourceVersion = informers.ResourceVersion
+type dynamicFactory = factory.DynamicSharedInformerFactory[*FreshInformer]
 
-// ErrNoInformer is matched by the error of a factory-level wait for a
-// resource the factory has no started informer for.
-var ErrNoInformer = informers.ErrNoInformer
+// ErrNoInformer is matched by the error of a wait or sync on a resource
+// that has no informer to wait on: a factory without a started informer
+// for it, or (package readyourwrites) an informer never started.
+var ErrNoInformer = factory.ErrNoInformer
 
-var _ clientgoinformers.SharedInformerFactory = &SharedInformerFactory{}
+var (
+	_ clientgoinformers.SharedInformerFactory      = &SharedInformerFactory{}
+	_ dynamicinformer.DynamicSharedInformerFactory = &DynamicSharedInformerFactory{}
+	_ InformerSource                               = &SharedInformerFactory{}
+	_ InformerSource                               = &DynamicSharedInformerFactory{}
+	_ ResourceResolver                             = &SharedInformerFactory{}
+)
+
+// WaitForFreshness waits until the factory's started informer for gvr has
+// applied rv (FreshInformer.WaitForFreshness). It fails at once, matching
+// ErrNoInformer, if there is none.
+func (f *SharedInformerFactory) WaitForFreshness(ctx context.Context, gvr schema.GroupVersionResource, rv string) error {
+	return f.typedFactory.WaitForFreshness(ctx, gvr, rv)
+}
+
+// Sync is a read barrier over the factory's started informers (or only
+// those of the listed resources): it returns once each reflects everything
+// the server had committed when Sync was called (FreshInformer.Sync), all
+// in parallel. A listed resource without an informer fails at once,
+// matching ErrNoInformer.
+func (f *SharedInformerFactory) Sync(ctx context.Context, resources ...schema.GroupResource) error {
+	return f.typedFactory.Sync(ctx, resources...)
+}
+
+// FreshInformersForResource returns the factory's informers of gr, in the
+// order they were made: the factory is an InformerSource (for
+// readyourwrites and SyncAll).
+func (f *SharedInformerFactory) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	return f.typedFactory.FreshInformersForResource(gr)
+}
+
+// ResourceFor names obj's resource (the clientset's for its type, else the
+// scheme's given with WithScheme): the factory is a ResourceResolver.
+func (f *SharedInformerFactory) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	return f.typedFactory.ResourceFor(obj)
+}
+
+// WaitForFreshness is SharedInformerFactory.WaitForFreshness.
+func (f *DynamicSharedInformerFactory) WaitForFreshness(ctx context.Context, gvr schema.GroupVersionResource, rv string) error {
+	return f.dynamicFactory.WaitForFreshness(ctx, gvr, rv)
+}
+
+// Sync is SharedInformerFactory.Sync.
+func (f *DynamicSharedInformerFactory) Sync(ctx context.Context, resources ...schema.GroupResource) error {
+	return f.dynamicFactory.Sync(ctx, resources...)
+}
+
+// FreshInformersForResource is SharedInformerFactory.FreshInformersForResource
+// (one informer per version asked for).
+func (f *DynamicSharedInformerFactory) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
+	return f.dynamicFactory.FreshInformersForResource(gr)
+}
+
+// ResourceFor names an unstructured object's resource from its apiVersion
+// and kind (through WithScheme's RESTMapper, or client-go's guess).
+func (f *DynamicSharedInformerFactory) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
+	return f.dynamicFactory.ResourceFor(obj)
+}
 
 // FactoryOption configures a SharedInformerFactory or a
 // DynamicSharedInformerFactory, as client-go's SharedInformerOption does.
 type FactoryOption func(*factoryOptions)
 
 type factoryOptions struct {
-	config          informers.Config[*FreshInformer]
+	config          factory.Config[*FreshInformer]
 	informerOptions []Option
 }
 
@@ -80,6 +142,14 @@ func WithCustomResyncConfig(resync map[metav1.Object]time.Duration) FactoryOptio
 	}
 }
 
+// WithInformerName names the factory's informers in client-go's informer
+// metrics (the store's resource version, the queue), as client-go's
+// informers.WithInformerName does: make name with
+// toolscache.NewInformerName at start-up; Shutdown releases it.
+func WithInformerName(name *toolscache.InformerName) FactoryOption {
+	return func(o *factoryOptions) { o.config.InformerName = name }
+}
+
 // WithInformerOptions applies informer options (WithMetrics,
 // WithAcceptRegressionAfter, ...) to every informer the factory makes.
 func WithInformerOptions(opts ...Option) FactoryOption {
@@ -89,8 +159,8 @@ func WithInformerOptions(opts ...Option) FactoryOption {
 // factoryConfig returns what the factories are made of: opts, and
 // FreshInformers made with the informer options, named after their
 // resource and scope.
-func factoryConfig(opts []FactoryOption) informers.Config[*FreshInformer] {
-	o := factoryOptions{config: informers.Config[*FreshInformer]{CustomResync: map[reflect.Type]time.Duration{}}}
+func factoryConfig(opts []FactoryOption) factory.Config[*FreshInformer] {
+	o := factoryOptions{config: factory.Config[*FreshInformer]{CustomResync: map[reflect.Type]time.Duration{}}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -99,8 +169,9 @@ func factoryConfig(opts []FactoryOption) informers.Config[*FreshInformer] {
 		opt(&io)
 	}
 	mapper, informerOptions := io.resourceMapper, o.informerOptions
-	o.config.New = func(s informers.Spec) *FreshInformer {
-		opts := append([]Option{WithResource(s.Resource), WithSelector(SelectorOf(s.Namespace, s.TweakListOptions))}, informerOptions...)
+	o.config.New = func(s factory.Spec) *FreshInformer {
+		opts := append([]Option{WithResource(s.Resource), WithSelector(SelectorOf(s.Namespace, s.TweakListOptions)),
+			func(o *Options) { o.Identifier = s.Identifier }}, informerOptions...)
 		return NewSharedIndexInformer(s.ListerWatcher, s.Object, s.Resync, s.Indexers, opts...)
 	}
 	o.config.ResourceFor = mapper.ResourceFor
@@ -117,14 +188,14 @@ func NewSharedInformerFactory(client kubernetes.Interface, defaultResync time.Du
 
 // NewSharedInformerFactoryWithOptions returns a factory configured by opts.
 func NewSharedInformerFactoryWithOptions(client kubernetes.Interface, defaultResync time.Duration, opts ...FactoryOption) *SharedInformerFactory {
-	return informers.NewSharedInformerFactory(client, defaultResync, factoryConfig(opts))
+	return &SharedInformerFactory{factory.NewSharedInformerFactory(client, defaultResync, factoryConfig(opts))}
 }
 
 // NewDynamicSharedInformerFactory returns a dynamic factory, as client-go's
 // dynamicinformer.NewFilteredDynamicSharedInformerFactory does with the
 // options WithNamespace and WithTweakListOptions.
 func NewDynamicSharedInformerFactory(client dynamic.Interface, defaultResync time.Duration, opts ...FactoryOption) *DynamicSharedInformerFactory {
-	return informers.NewDynamicSharedInformerFactory(client, defaultResync, factoryConfig(opts))
+	return &DynamicSharedInformerFactory{factory.NewDynamicSharedInformerFactory(client, defaultResync, factoryConfig(opts))}
 }
 
 // NewGroup returns client-go's API group accessor that newGroup (the group
@@ -137,8 +208,8 @@ func NewDynamicSharedInformerFactory(client dynamic.Interface, defaultResync tim
 //	type factory struct{ *cache.SharedInformerFactory }
 //
 //	func (f factory) Lifecycle() lifecycle.Interface { return cache.NewGroup(f.SharedInformerFactory, lifecycle.New) }
-func NewGroup[G any](factory *SharedInformerFactory, newGroup func(internalinterfaces.SharedInformerFactory, string, internalinterfaces.TweakListOptionsFunc) G) G {
-	return informers.NewGroup(factory, newGroup)
+func NewGroup[G any](f *SharedInformerFactory, newGroup func(internalinterfaces.SharedInformerFactory, string, internalinterfaces.TweakListOptionsFunc) G) G {
+	return factory.NewGroup(f.typedFactory, newGroup)
 }
 
 // SyncAll is a read barrier over several informers: it returns once each
@@ -149,12 +220,5 @@ func NewGroup[G any](factory *SharedInformerFactory, newGroup func(internalinter
 // without an informer fails at once with an error matching ErrNoInformer;
 // otherwise the errors of the informers that failed are joined.
 func SyncAll(ctx context.Context, source InformerSource, resources ...schema.GroupResource) error {
-	return informers.SyncResources(ctx, source.FreshInformersForResource, resources...)
-}
-
-// AsFreshInformer is FreshInformerOf, kept for existing callers.
-//
-// Deprecated: use FreshInformerOf. It will be removed in the next release.
-func AsFreshInformer(inf toolscache.SharedInformer) (*FreshInformer, bool) {
-	return FreshInformerOf(inf)
+	return factory.SyncResources(ctx, source.FreshInformersForResource, resources...)
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // The factory's options reach the informers it makes: the tests of the
-// factories themselves are in package informers.
+// factories themselves are in internal/factory.
 func TestFactoryOptionsReachTheInformer(t *testing.T) {
 	f := NewSharedInformerFactoryWithOptions(fake.NewClientset(), time.Hour,
 		WithNamespace("a"),
@@ -118,5 +118,34 @@ func TestFactoryForeignTypeIsRegistered(t *testing.T) {
 	synced := f.WaitForCacheSync(sctx.Done())
 	if ok, in := synced[reflect.TypeFor[*notServed]()]; !in || !ok {
 		t.Fatalf("WaitForCacheSync ignored the foreign informer: %v", synced)
+	}
+}
+
+// client-go's informer identity is kept (issue 30): a factory given an
+// InformerName hands it out, and names each of its informers with it and
+// the resource in client-go's informer metrics (the store's resource
+// version, the queue), as client-go's factory does; Shutdown releases it.
+func TestFactoryKeepsClientGosInformerName(t *testing.T) {
+	name, err := toolscache.NewInformerName("freshinformer-test-factory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewSharedInformerFactory(fake.NewClientset(), 0, WithInformerName(name))
+	if f.InformerName() != name {
+		t.Fatalf("InformerName() = %v, want the factory's", f.InformerName())
+	}
+	cms, _ := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
+	id := cms.identifier
+	if id.Name() != "freshinformer-test-factory" || id.GroupVersionResource() != corev1.SchemeGroupVersion.WithResource("configmaps") || !id.Reserved() {
+		t.Fatalf("the informer's identifier: %q %v reserved %v", id.Name(), id.GroupVersionResource(), id.Reserved())
+	}
+	d := NewDynamicSharedInformerFactory(nil, 0, WithInformerName(name))
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	if w, _ := FreshInformerOf(d.ForResource(widgets).Informer()); w.identifier.GroupVersionResource() != widgets || !w.identifier.Reserved() {
+		t.Fatal("the dynamic factory's informer is not named")
+	}
+	f.Shutdown()
+	if id.Reserved() {
+		t.Fatal("Shutdown did not release the name")
 	}
 }

@@ -50,7 +50,8 @@ type FreshInformer struct {
 	processor    *handlers.Processor
 	metrics      InformerMetrics // nil without WithMetrics
 	onRegression func(reflector.Regression)
-	quietDelay   time.Duration // WithQuietProbeDelay
+	identifier   toolscache.InformerNameAndResource // client-go's informer metrics
+	quietDelay   time.Duration                      // WithQuietProbeDelay
 	// snapshotLimit is WithSnapshotProbeLimit's, defaulted (negative:
 	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
 	// that routing a probe costs no scan of the indexer.
@@ -124,7 +125,8 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		description:          options.ObjectDescription,
 		name:                 options.Name,
 		clock:                options.Clock,
-		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers),
+		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
+		identifier:           options.Identifier,
 		processor:            &handlers.Processor{Clock: options.Clock},
 		resyncCheckPeriod:    options.ResyncPeriod,
 		defaultHandlerResync: options.ResyncPeriod,
@@ -243,6 +245,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		Name:                  f.description,
 		KeyFunction:           toolscache.MetaNamespaceKeyFunc,
 		Transformer:           f.transform,
+		Identifier:            f.identifier,
 		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
 	})
 	f.controller = toolscache.New(&toolscache.Config{

@@ -70,6 +70,12 @@ type Options struct {
 	// per start.
 	ConsistentInitialList bool
 
+	// Identifier names the informer in client-go's informer metrics (the
+	// store's resource version, the queue's depth and latency), as
+	// client-go's SharedIndexInformerOptions.Identifier does; the factories
+	// set it from WithInformerName.
+	Identifier toolscache.InformerNameAndResource
+
 	// Selector says what the ListerWatcher lists, so that ReadYourWrites
 	// reports a write the informer cannot see instead of waiting for it.
 	// The factories set it; the zero Selector admits everything.

@@ -358,6 +358,29 @@ func TestSync(t *testing.T) {
 	}
 }
 
+// A probe that reuses a recent read (Sync's, within serverRVReuse) fails
+// no wait with ErrTooLargeResourceVersion: the read was sent before the
+// wait joined, and cannot speak for a write made since (the model fault
+// suite, seeds 400137 and 400217).
+func TestProbeReusingAnOlderReadFailsNoWait(t *testing.T) {
+	lw := newQuietLW(t, "10", cm("a", "5"))
+	inf, _ := startQuiet(t, lw)
+	lw.setServerRV("20")
+	lw.setAux(func(metav1.ListOptions) watch.Interface { return watch.NewFake() }) // silent
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	if err := inf.Sync(short); !errors.Is(err, context.DeadlineExceeded) { // reads 20, proves nothing
+		t.Fatalf("Sync = %v, want its deadline", err)
+	}
+	lw.setServerRV("30") // a write at 25 committed since
+	lw.setAux(auxScript(watch.Event{Type: watch.Bookmark, Object: bookmark("30")}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, "25"); err != nil {
+		t.Fatalf("WaitForFreshness(25) = %v: a read from before it joined failed it", err)
+	}
+}
+
 func TestSyncErrors(t *testing.T) {
 	lw := newQuietLW(t, "10")
 	inf, _ := startQuiet(t, lw)

@@ -282,7 +282,11 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	p := &f.quiet
 	p.mu.Lock()
 	server, noBookmarks := p.serverRV, p.noBookmarks.Load()
-	fresh := time.Since(p.serverRVAt) < serverRVReuse
+	// A recent read (Sync's) stands in for this probe's when it is past
+	// the cache and every pending target: it was sent before some waits
+	// joined, so it can release them but not show them beyond the server.
+	reuse := time.Since(p.serverRVAt) < serverRVReuse && server.Compare(start) > 0 &&
+		(!v.AnyTarget || server.Compare(v.Lowest) >= 0)
 	p.mu.Unlock()
 	if f.snapshotRoute() {
 		var proved bool
@@ -296,7 +300,7 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 		}
 		// The cache differs from the snapshot (the stream has events on
 		// their way, or the informer grew): prove it by a bookmark.
-	} else if !fresh || server.Compare(start) <= 0 {
+	} else if !reuse {
 		var err error
 		f.quiet.requests.Add(1)
 		if server, err = f.consistentRV(ctx, st); err != nil {
@@ -307,8 +311,8 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	if f.trust.View().Held { // the read found a restore
 		return false
 	}
-	// The read was sent after every pending wait joined: a target above
-	// the server's resource version is beyond it.
+	// The read was sent after the waits that joined by seq: a target of
+	// theirs above the server's resource version is beyond it.
 	f.trust.TooLarge(server, seq).Run()
 	if v := f.trust.View(); !v.AnyTarget || server.Compare(v.Lowest) < 0 {
 		return true // none is left, or those left joined since: probing for them can wait
@@ -384,13 +388,4 @@ func (f *FreshInformer) ServerResourceVersion(ctx context.Context) (string, erro
 		return "", err
 	}
 	return rv.String(), nil
-}
-
-// ProbeResourceVersion is ServerResourceVersion.
-//
-// Deprecated: use ServerResourceVersion; "probe" names the quiet-resource
-// probe and the restore check (see the package glossary). It will be
-// removed in a future release.
-func (f *FreshInformer) ProbeResourceVersion(ctx context.Context) (string, error) {
-	return f.ServerResourceVersion(ctx)
 }

@@ -2,6 +2,7 @@ package freshctrl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -67,6 +68,13 @@ type Options struct {
 	// OnStaleRead, if set, receives each report (and turns the detector
 	// on); it runs on the reading goroutine and must not block.
 	OnStaleRead func(stalereads.Report)
+	// NewListerWatcher, if set, makes the ListerWatcher each informer of
+	// the cache lists and watches through, in place of its API server's:
+	// a test's fake server (package fake's), a recording proxy. It is
+	// called once per informer, when the cache makes it, with what the
+	// informer caches (Informer is nil then): its kind, resource,
+	// representation and the scope controller-runtime asked for.
+	NewListerWatcher func(ScopedInformer) toolscache.ListerWatcher
 }
 
 func (o Options) logger() logr.Logger {
@@ -137,7 +145,7 @@ func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Ca
 		}
 		opts.Mapper = m
 	}
-	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, log: o.logger(),
+	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, newLW: o.NewListerWatcher, log: o.logger(),
 		detect: o.DetectStaleReads || o.OnStaleRead != nil, onStale: o.OnStaleRead}
 	if reg.timeout <= 0 {
 		reg.timeout = DefaultTimeout
@@ -312,9 +320,10 @@ type freshnessView interface {
 type registry struct {
 	scheme   *runtime.Scheme
 	mapper   meta.RESTMapper
-	metrics  *provider
+	metrics  *metrics.Provider
 	timeout  time.Duration
 	userHook func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
+	newLW    func(ScopedInformer) toolscache.ListerWatcher
 	log      logr.Logger
 	detect   bool                    // Options.DetectStaleReads
 	onStale  func(stalereads.Report) // Options.OnStaleRead
@@ -322,9 +331,6 @@ type registry struct {
 	mu        sync.RWMutex // guards the fields below (lock order: see the type's doc)
 	informers []*informerEntry
 	ctx       context.Context // Start's, nil before it
-	// lwFor, set by package fake before the first informer, replaces the
-	// informers' ListerWatchers with its fake server's (fakeapi.go).
-	lwFor func(*informerEntry, runtime.Object) toolscache.ListerWatcher
 
 	unwrappedOnce sync.Once
 }
@@ -357,8 +363,8 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 		base = string(e.Representation) + ":" + base
 	}
 	e.name = base
-	if lwFor := r.listerWatcherFor(); lwFor != nil {
-		lw = lwFor(e, obj) // the scope is learned: serve it from the fake
+	if r.newLW != nil {
+		lw = r.newLW(e.ScopedInformer) // the scope is learned: serve it from there
 	}
 	if r.userHook != nil {
 		return r.adopt(e, r.userHook(lw, obj, resync, indexers))
@@ -371,7 +377,7 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 		// The metrics' identity is the scope and this name, never a
 		// creation order: a second cache of the same scope reports with
 		// the first (package metrics).
-		opts = append(opts, fcache.WithMetrics(r.metrics.p))
+		opts = append(opts, fcache.WithMetrics(r.metrics))
 	}
 	opts = append(opts, fcache.WithName(e.name))
 	if r.detect {
@@ -546,30 +552,19 @@ func (r *registry) all(gk schema.GroupKind) []*informerEntry {
 	return out
 }
 
-// provider is one metrics.Provider per registerer, shared by every cache
-// of the process. Bounds: providers holds one entry per Registerer ever
-// given to NewCache (a process has one or a few: metrics.NewProvider
-// cannot register twice on one anyway).
-type provider struct {
-	p *metrics.Provider
-}
-
-var (
-	providersMu sync.Mutex // guards providers; a leaf
-	providers   = map[prometheus.Registerer]*provider{}
-)
-
-func providerFor(r prometheus.Registerer) (*provider, error) {
-	providersMu.Lock()
-	defer providersMu.Unlock()
-	if p := providers[r]; p != nil {
-		return p, nil
+// providerFor returns the metrics.Provider registered on r, registering
+// one if r has none: every cache of a process on one registry (a manager's
+// and a test's) shares it, and the registry is the only record of it.
+func providerFor(r prometheus.Registerer) (*metrics.Provider, error) {
+	p, err := metrics.NewProvider(r)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*metrics.Provider); ok {
+			return existing, nil
+		}
 	}
-	mp, err := metrics.NewProvider(r)
 	if err != nil {
 		return nil, fmt.Errorf("freshctrl: %w", err)
 	}
-	p := &provider{p: mp}
-	providers[r] = p
 	return p, nil
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/metrics"
 )
 
 // offlineConfig points at nothing: the tests here only make informers,
@@ -154,5 +155,26 @@ func TestMetricsNamesNeverCollide(t *testing.T) {
 	}
 	if len(names) != 3 || names["ns=a"] != 1 || names["ns=b"] != 1 || names["ns=c"] != 1 {
 		t.Errorf("series per informer name: %v, want ns=a, ns=b and ns=c once each", names)
+	}
+}
+
+// TestCachesOnOneRegistryShareItsProvider: two managers' caches on one
+// registry (controller-runtime's is global) both start, and report into
+// the one metrics.Provider the registry holds; nothing else keeps it.
+func TestCachesOnOneRegistryShareItsProvider(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var providers []*metrics.Provider
+	for range 2 {
+		cc, err := Options{Registerer: reg}.NewCache(offlineConfig(), crcache.Options{Scheme: scheme.Scheme, Mapper: staticMapper()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		providers = append(providers, cc.(*Cache).reg.metrics)
+	}
+	if providers[0] == nil || providers[0] != providers[1] {
+		t.Fatalf("providers %p and %p, want one shared", providers[0], providers[1])
+	}
+	if _, err := metrics.NewProvider(reg); err == nil {
+		t.Fatal("the registry holds no Provider")
 	}
 }

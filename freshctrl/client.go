@@ -156,7 +156,21 @@ func (o Options) NewClient(config *rest.Config, options client.Options) (client.
 	if err != nil {
 		return nil, err
 	}
-	return newFreshClient(inner, fc, co, o.Timeout)
+	return o.WrapClient(inner, fc, co)
+}
+
+// WrapClient is NewClient for a client built elsewhere: it adds
+// read-your-writes to c, whose cached reads come from cache with the
+// options co (as client.New's do given client.Options{Cache: &co}, co's
+// Reader being cache), wrapped or not: interceptors, a test's fake
+// (package fake builds its client so). c makes the reads and writes;
+// the returned client records the writes and, before a cached read, waits
+// for them as NewClient's does.
+func (o Options) WrapClient(c client.Client, cache *Cache, co client.CacheOptions) (client.Client, error) {
+	if cache == nil {
+		return nil, errors.New("freshctrl: WrapClient needs the cache its client reads from")
+	}
+	return newFreshClient(c, cache, co, o.Timeout)
 }
 
 func newFreshClient(inner client.Client, fc *Cache, co client.CacheOptions, timeout time.Duration) (*freshClient, error) {

@@ -365,3 +365,11 @@ func TestDeleteWaitsForTheUIDToGo(t *testing.T) {
 		t.Fatalf("got %v, want NotFound once the cache is past the delete", err)
 	}
 }
+
+// TestWrapClientNeedsItsCache: WrapClient without the cache its client
+// reads from fails at once, rather than at the first read.
+func TestWrapClientNeedsItsCache(t *testing.T) {
+	if _, err := (Options{}).WrapClient(nil, nil, client.CacheOptions{}); err == nil {
+		t.Fatal("WrapClient took a nil cache")
+	}
+}

@@ -35,7 +35,6 @@ import (
 	"go.uber.org/goleak"
 
 	fcache "github.com/freshinformer/freshinformer/cache"
-	"github.com/freshinformer/freshinformer/freshctrl/internal/fakeapi"
 )
 
 // startCache runs c until the test ends and waits for it to have started.
@@ -426,7 +425,13 @@ func TestReadBeforeStartSaysNotStarted(t *testing.T) {
 // on it): add/remove cycles leave nothing behind.
 func TestRemoveInformerIsForgotten(t *testing.T) {
 	reg := newTestRegistry(t)
-	cc, err := Options{Registerer: reg}.NewCache(offlineConfig(), crcache.Options{
+	// The informers run: serve them, rather than have them list and watch
+	// the offline server. Its "connection refused" is retriable to
+	// client-go's watch-list, whose Reflector (client-go v0.36 and v0.37,
+	// reflector.go watchList) then sleeps out its backoff (0.8s, doubling
+	// up to 30s) without watching its context: the informers would
+	// outlive the cache by seconds.
+	cc, err := Options{Registerer: reg, NewListerWatcher: idleListerWatcher}.NewCache(offlineConfig(), crcache.Options{
 		Scheme: scheme.Scheme, Mapper: staticMapper(),
 		DefaultNamespaces: map[string]crcache.Config{"a": {}, "b": {}},
 	})
@@ -434,13 +439,6 @@ func TestRemoveInformerIsForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cc.(*Cache)
-	// The informers run: serve them, rather than have them list and watch
-	// the offline server. Its "connection refused" is retriable to
-	// client-go's watch-list, whose Reflector (client-go v0.36 and v0.37,
-	// reflector.go watchList) then sleeps out its backoff (0.8s, doubling
-	// up to 30s) without watching its context: the informers would
-	// outlive the cache by seconds.
-	serveIdle(t, cc)
 	startCache(t, cc)
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
@@ -530,39 +528,34 @@ func waitGoroutinesEnded(t *testing.T, before goleak.Option) {
 	}
 }
 
-// serveIdle has cc's informers (made from now on) list nothing and then
-// watch until they stop, without a server.
-func serveIdle(t *testing.T, cc crcache.Cache) {
-	t.Helper()
-	err := setListerWatchers(cc, func(inf fakeapi.Informer) toolscache.ListerWatcher {
-		var list runtime.Object
-		switch Representation(inf.Representation) {
-		case Metadata:
-			list = &metav1.PartialObjectMetadataList{}
-		case Unstructured:
-			u := &unstructured.UnstructuredList{}
-			u.SetGroupVersionKind(inf.GVK.GroupVersion().WithKind(inf.GVK.Kind + "List"))
-			list = u
-		default:
-			l, err := scheme.Scheme.New(inf.GVK.GroupVersion().WithKind(inf.GVK.Kind + "List"))
-			if err != nil {
-				panic(err) // the hook has no error to return
-			}
-			list = l
-		}
-		if err := meta.SetList(list, nil); err != nil {
-			panic(err)
-		}
-		la, err := meta.ListAccessor(list)
+// idleListerWatcher has an informer list nothing and then watch until it
+// stops, without a server.
+func idleListerWatcher(inf ScopedInformer) toolscache.ListerWatcher {
+	var list runtime.Object
+	gvk := inf.GroupVersionKind
+	switch inf.Representation {
+	case Metadata:
+		list = &metav1.PartialObjectMetadataList{}
+	case Unstructured:
+		u := &unstructured.UnstructuredList{}
+		u.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		list = u
+	default:
+		l, err := scheme.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err != nil {
-			panic(err)
+			panic(err) // the hook has no error to return
 		}
-		la.SetResourceVersion("1")
-		return idleLW{list: list}
-	})
-	if err != nil {
-		t.Fatal(err)
+		list = l
 	}
+	if err := meta.SetList(list, nil); err != nil {
+		panic(err)
+	}
+	la, err := meta.ListAccessor(list)
+	if err != nil {
+		panic(err)
+	}
+	la.SetResourceVersion("1")
+	return idleLW{list: list}
 }
 
 // idleLW lists an empty list, then watches until the Reflector stops the

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/freshinformer/freshinformer/apipath"
 	fcache "github.com/freshinformer/freshinformer/cache"
 )
 
@@ -101,24 +101,44 @@ func withProbe(ctx context.Context, p *scopeProbe) context.Context {
 	return context.WithValue(ctx, probeKey{}, p)
 }
 
-// scopeFromURL parses a list or watch URL: /api/v1[/namespaces/NS]/RES or
-// /apis/GROUP/VERSION[/namespaces/NS]/RES, under any path prefix, and its
-// selectors.
+// scopeFromURL parses an informer's list or watch URL,
+// [prefix]/api/v1[/namespaces/NS]/RES or
+// [prefix]/apis/GROUP/VERSION[/namespaces/NS]/RES, and its selectors.
 func scopeFromURL(u *url.URL) (Scope, schema.GroupResource, bool) {
-	l, ok := apipath.ParseList(u)
-	if !ok {
-		return Scope{}, schema.GroupResource{}, false
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	i := slices.IndexFunc(parts, func(p string) bool { return p == "api" || p == "apis" })
+	var gr schema.GroupResource
+	switch {
+	case i < 0:
+		return Scope{}, gr, false
+	case parts[i] == "api":
+		i += 2
+	case i+1 < len(parts):
+		gr.Group = parts[i+1]
+		i += 3
 	}
-	s := Scope{Namespace: l.Namespace}
-	if l.LabelSelector != "" {
-		if sel, err := labels.Parse(l.LabelSelector); err == nil {
+	if i >= len(parts) {
+		return Scope{}, gr, false
+	}
+	var s Scope
+	rest := parts[i:]
+	if len(rest) == 3 && rest[0] == "namespaces" && rest[2] != "status" && rest[2] != "finalize" {
+		s.Namespace, rest = rest[1], rest[2:]
+	}
+	if len(rest) != 1 || rest[0] == "" {
+		return Scope{}, gr, false // an object, a subresource, discovery
+	}
+	gr.Resource = rest[0]
+	q := u.Query()
+	if l := q.Get("labelSelector"); l != "" {
+		if sel, err := labels.Parse(l); err == nil {
 			s.Labels = sel
 		}
 	}
-	if l.FieldSelector != "" {
-		if sel, err := fields.ParseSelector(l.FieldSelector); err == nil {
+	if f := q.Get("fieldSelector"); f != "" {
+		if sel, err := fields.ParseSelector(f); err == nil {
 			s.Fields = sel
 		}
 	}
-	return s, l.Resource, true
+	return s, gr, true
 }

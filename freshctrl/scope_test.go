@@ -22,6 +22,11 @@ func TestScopeFromURL(t *testing.T) {
 		{"https://h/prefix/apis/apps/v1/namespaces/b/deployments?labelSelector=app%3Dweb", "ns=b,labels=app=web", schema.GroupResource{Group: "apps", Resource: "deployments"}, true},
 		{"https://h/apis/apps/v1/deployments?fieldSelector=metadata.namespace%21%3Da", "fields=metadata.namespace!=a", schema.GroupResource{Group: "apps", Resource: "deployments"}, true},
 		{"https://h/healthz", "", schema.GroupResource{}, false},
+		{"https://h/api/v1/namespaces/a/configmaps/one", "", schema.GroupResource{}, false},
+		{"https://h/api/v1/namespaces/a/status", "", schema.GroupResource{}, false},
+		{"https://h/apis/apps/v1", "", schema.GroupResource{}, false},
+		{"https://h/apis/apps", "", schema.GroupResource{}, false},
+		{"https://h/api", "", schema.GroupResource{}, false},
 	} {
 		u, err := url.Parse(tc.url)
 		if err != nil {

@@ -135,11 +135,11 @@ func TestSeriesBudget(t *testing.T) {
 	const namespaces, kinds = 100, 5
 	for _, c := range []struct {
 		name   string
-		opts   []func(*Options)
+		opts   []Option
 		budget int
 	}{
 		{"default", nil, SeriesPerInformer},
-		{"detailed", []func(*Options){WithDetailedMetrics()}, 0},
+		{"detailed", []Option{WithDetailedMetrics()}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()

@@ -137,6 +137,9 @@ var CoarseBuckets = []float64{1}
 // outcomes are the wait outcomes, in the order of informerState.waits.
 var outcomes = [...]cache.WaitOutcome{cache.WaitFresh, cache.WaitTimeout, cache.WaitCanceled, cache.WaitStopped, cache.WaitIncomparable}
 
+// Option sets a field of Options.
+type Option func(*Options)
+
 // Options configure a Provider.
 type Options struct {
 	// WaitBuckets and WriteVisibleBuckets override the histograms' buckets
@@ -160,7 +163,8 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Provider is a cache.MetricsProvider and a prometheus.Collector.
+// Provider is a cache.MetricsProvider and the prometheus.Collector of
+// every freshinformer series.
 type Provider struct {
 	opts Options
 
@@ -180,9 +184,12 @@ type Provider struct {
 
 var _ cache.MetricsProvider = &Provider{}
 
-// NewProvider makes a Provider and registers its collectors on reg. It
-// returns an error (never panics) if they are registered there already.
-func NewProvider(reg prometheus.Registerer, opts ...func(*Options)) (*Provider, error) {
+// NewProvider makes a Provider and registers it on reg. It returns an error
+// (never panics) if reg has freshinformer metrics already: if they are
+// another Provider's, the error is a prometheus.AlreadyRegisteredError
+// whose ExistingCollector is that *Provider, for callers that share one
+// Provider per registry (client_golang's idiom; freshctrl's caches do).
+func NewProvider(reg prometheus.Registerer, opts ...Option) (*Provider, error) {
 	var o Options
 	for _, f := range opts {
 		f(&o)
@@ -224,31 +231,29 @@ func NewProvider(reg prometheus.Registerer, opts ...func(*Options)) (*Provider, 
 		informers:  map[*cache.FreshInformer]*informerState{},
 		identities: map[string]*identity{},
 	}
-	for _, c := range []prometheus.Collector{p.waitDuration, p.waits, p.writeVisible, (*scrapeCollector)(p)} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("freshinformer metrics are already registered on this registry (make one Provider per registry and share it): %w", err)
-			}
-			return nil, fmt.Errorf("registering freshinformer metrics: %w", err)
+	if err := reg.Register(p); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, fmt.Errorf("freshinformer metrics are already registered on this registry (make one Provider per registry and share it): %w", err)
 		}
+		return nil, fmt.Errorf("registering freshinformer metrics: %w", err)
 	}
 	return p, nil
 }
 
 // NewDefaultProvider is NewProvider on client_golang's default registry.
-func NewDefaultProvider(opts ...func(*Options)) (*Provider, error) {
+func NewDefaultProvider(opts ...Option) (*Provider, error) {
 	return NewProvider(prometheus.DefaultRegisterer, opts...)
 }
 
 // WithLagProbe turns the lag probe on (see Options.LagProbeInterval).
-func WithLagProbe(interval time.Duration) func(*Options) {
+func WithLagProbe(interval time.Duration) Option {
 	return func(o *Options) { o.LagProbeInterval = interval }
 }
 
 // WithDetailedMetrics exports the detailed histograms and counters (see
 // Options.Detailed).
-func WithDetailedMetrics() func(*Options) {
+func WithDetailedMetrics() Option {
 	return func(o *Options) { o.Detailed = true }
 }
 
@@ -423,9 +428,6 @@ func (s *informerState) Stopped() {
 	}
 }
 
-// scrapeCollector collects the metrics read from informers at scrape time.
-type scrapeCollector Provider
-
 func desc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
 }
@@ -451,17 +453,26 @@ var (
 	stalenessDesc = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
 )
 
-func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+// Describe sends the descriptions of every series the Provider exports
+// (prometheus.Collector).
+func (p *Provider) Describe(ch chan<- *prometheus.Desc) {
+	p.waitDuration.Describe(ch)
+	p.waits.Describe(ch)
+	p.writeVisible.Describe(ch)
 	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc, staleReadsDesc, staleWritesDesc} {
 		ch <- d
 	}
-	if c.opts.Detailed {
+	if p.opts.Detailed {
 		ch <- incomparableDesc
 	}
 }
 
-func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
-	p := (*Provider)(c)
+// Collect sends the wait and write histograms and counters, and reads the
+// informers' own state (prometheus.Collector).
+func (p *Provider) Collect(ch chan<- prometheus.Metric) {
+	p.waitDuration.Collect(ch)
+	p.waits.Collect(ch)
+	p.writeVisible.Collect(ch)
 	p.mu.Lock()
 	ids := make([]*identity, 0, len(p.identities))
 	members := make([][]*informerState, 0, len(p.identities))

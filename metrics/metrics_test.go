@@ -222,15 +222,24 @@ func TestLagProbe(t *testing.T) {
 	}
 }
 
-func TestRegisteringTwiceIsAnError(t *testing.T) {
+func TestRegisteringTwiceIsAnErrorThatNamesTheFirstProvider(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := NewProvider(reg); err != nil {
+	first, err := NewProvider(reg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := NewProvider(reg)
+	_, err = NewProvider(reg)
 	var are prometheus.AlreadyRegisteredError
 	if err == nil || !errors.As(err, &are) || !strings.Contains(err.Error(), "already registered") {
 		t.Fatalf("second NewProvider on one registry = %v", err)
+	}
+	if are.ExistingCollector != first {
+		t.Fatalf("ExistingCollector = %T %p, want the first Provider %p", are.ExistingCollector, are.ExistingCollector, first)
+	}
+	// Detailed metrics on a registry with the default ones: the series
+	// overlap, so it is an error too, never a silent second set.
+	if _, err := NewProvider(reg, WithDetailedMetrics()); err == nil {
+		t.Fatal("a detailed Provider registered beside a default one")
 	}
 }
 

@@ -57,7 +57,7 @@ func (r *ReadYourWrites) RecordFor(owners []Owner, gr schema.GroupResource, writ
 // or a cluster-scoped resource), whatever their selectors: for a write that
 // returned no object to route by, such as a deletecollection, rv being the
 // server's resource version read after it (FreshInformer's
-// ProbeResourceVersion). It returns an error matching cache.ErrNoInformer
+// ServerResourceVersion). It returns an error matching cache.ErrNoInformer
 // when no informer of gr can hold such objects, and one matching
 // freshness.ErrIncomparable for a malformed rv.
 func (r *ReadYourWrites) RecordResourceVersion(owners []Owner, gr schema.GroupResource, namespace, rv string) error {

@@ -76,7 +76,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/freshinformer/freshinformer/apipath"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/detector"

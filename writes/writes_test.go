@@ -26,7 +26,7 @@ import (
 
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/freshinformer/freshinformer/apipath"
+	"github.com/freshinformer/freshinformer/internal/apipath"
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 )

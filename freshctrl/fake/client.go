@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/freshinformer/freshinformer/freshctrl"
-	"github.com/freshinformer/freshinformer/freshctrl/internal/fakeapi"
 	"github.com/freshinformer/freshinformer/stalereads"
 )
 
@@ -202,6 +201,7 @@ func (b *ClientBuilder) build() (*Client, error) {
 	}
 
 	srv := newServer(s)
+	o.NewListerWatcher = srv.listerWatcher // the informers list and watch the fake server
 	fb := crfake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjectTracker(srv).
 		WithObjects(b.objects...).WithLists(b.lists...).WithRuntimeObjects(b.runtimeObjs...).
 		WithStatusSubresource(b.statusObjs...)
@@ -218,9 +218,6 @@ func (b *ClientBuilder) build() (*Client, error) {
 	co.HTTPClient = &http.Client{Transport: offline{}}
 	cc, err := o.NewCache(&rest.Config{Host: "https://freshctrl-fake.invalid"}, co)
 	if err != nil {
-		return nil, err
-	}
-	if err := fakeapi.SetListerWatchers(cc, srv.listerWatcher); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -243,7 +240,7 @@ func (b *ClientBuilder) build() (*Client, error) {
 		}
 		reads.uncached[gvk] = true
 	}
-	fc, err := fakeapi.NewClient(reads, cc, b.clientOptions, o.Timeout)
+	fc, err := o.WrapClient(reads, cc.(*freshctrl.Cache), b.clientOptions)
 	if err != nil {
 		return nil, err
 	}

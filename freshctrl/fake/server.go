@@ -24,7 +24,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
-	"github.com/freshinformer/freshinformer/freshctrl/internal/fakeapi"
+	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshtest"
 )
 
@@ -330,12 +330,12 @@ func (s *server) Watch(gvr schema.GroupVersionResource, ns string, opts ...metav
 }
 
 // listerWatcher returns the ListerWatcher of one informer of the cache.
-func (s *server) listerWatcher(inf fakeapi.Informer) toolscache.ListerWatcher {
+func (s *server) listerWatcher(inf freshctrl.ScopedInformer) toolscache.ListerWatcher {
 	lw := &listerWatcher{s: s, inf: inf}
-	lw.gvr, _ = meta.UnsafeGuessKindToResource(inf.GVK) // as controller-runtime's fake stores it
-	if inf.Fields != nil {
-		lw.fields = inf.Fields
-		for _, r := range inf.Fields.Requirements() {
+	lw.gvr, _ = meta.UnsafeGuessKindToResource(inf.GroupVersionKind) // as controller-runtime's fake stores it
+	if inf.Scope.Fields != nil {
+		lw.fields = inf.Scope.Fields
+		for _, r := range inf.Scope.Fields.Requirements() {
 			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
 				lw.fields = nil // filter only what every object has, as freshtest does
 				break
@@ -350,7 +350,7 @@ func (s *server) listerWatcher(inf fakeapi.Informer) toolscache.ListerWatcher {
 // metadata only), from the tracker.
 type listerWatcher struct {
 	s      *server
-	inf    fakeapi.Informer
+	inf    freshctrl.ScopedInformer
 	gvr    schema.GroupVersionResource
 	fields fields.Selector // nil: everything
 }
@@ -374,11 +374,11 @@ func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error)
 // ListWithContext lists the informer's scope at the server's current
 // resource version, whatever opts ask (no paging).
 func (lw *listerWatcher) ListWithContext(_ context.Context, _ metav1.ListOptions) (runtime.Object, error) {
-	ns := lw.inf.Namespace
-	if lw.inf.Unknown {
+	ns := lw.inf.Scope.Namespace
+	if lw.inf.Scope.Unknown {
 		ns = ""
 	}
-	list, err := lw.s.tracker.List(lw.gvr, lw.inf.GVK, ns)
+	list, err := lw.s.tracker.List(lw.gvr, lw.inf.GroupVersionKind, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -402,17 +402,17 @@ func (lw *listerWatcher) ListWithContext(_ context.Context, _ metav1.ListOptions
 	}
 	rv := la.GetResourceVersion()
 	switch lw.inf.Representation {
-	case "unstructured":
+	case freshctrl.Unstructured:
 		ul := &unstructured.UnstructuredList{}
-		ul.SetGroupVersionKind(lw.inf.GVK.GroupVersion().WithKind(lw.inf.GVK.Kind + "List"))
+		ul.SetGroupVersionKind(lw.inf.GroupVersionKind.GroupVersion().WithKind(lw.inf.GroupVersionKind.Kind + "List"))
 		ul.SetResourceVersion(rv)
 		for _, o := range kept {
 			ul.Items = append(ul.Items, *o.(*unstructured.Unstructured))
 		}
 		return ul, nil
-	case "metadata":
+	case freshctrl.Metadata:
 		ml := &metav1.PartialObjectMetadataList{}
-		ml.SetGroupVersionKind(lw.inf.GVK.GroupVersion().WithKind(lw.inf.GVK.Kind + "List"))
+		ml.SetGroupVersionKind(lw.inf.GroupVersionKind.GroupVersion().WithKind(lw.inf.GroupVersionKind.Kind + "List"))
 		ml.SetResourceVersion(rv)
 		for _, o := range kept {
 			ml.Items = append(ml.Items, *o.(*metav1.PartialObjectMetadata))
@@ -451,17 +451,17 @@ func (lw *listerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListO
 
 // admits reports whether obj is in the informer's scope.
 func (lw *listerWatcher) admits(obj runtime.Object) bool {
-	if lw.inf.Unknown {
+	if lw.inf.Scope.Unknown {
 		return true
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return false
 	}
-	if lw.inf.Namespace != "" && m.GetNamespace() != lw.inf.Namespace {
+	if lw.inf.Scope.Namespace != "" && m.GetNamespace() != lw.inf.Scope.Namespace {
 		return false
 	}
-	if lw.inf.Labels != nil && !lw.inf.Labels.Matches(labels.Set(m.GetLabels())) {
+	if lw.inf.Scope.Labels != nil && !lw.inf.Scope.Labels.Matches(labels.Set(m.GetLabels())) {
 		return false
 	}
 	return lw.fields == nil || lw.fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
@@ -470,7 +470,7 @@ func (lw *listerWatcher) admits(obj runtime.Object) bool {
 // represent returns obj as the informer caches it.
 func (lw *listerWatcher) represent(obj runtime.Object) (runtime.Object, error) {
 	switch lw.inf.Representation {
-	case "unstructured":
+	case freshctrl.Unstructured:
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			return u, nil
 		}
@@ -479,15 +479,15 @@ func (lw *listerWatcher) represent(obj runtime.Object) (runtime.Object, error) {
 			return nil, err
 		}
 		u := &unstructured.Unstructured{Object: content}
-		u.SetGroupVersionKind(lw.inf.GVK)
+		u.SetGroupVersionKind(lw.inf.GroupVersionKind)
 		return u, nil
-	case "metadata":
+	case freshctrl.Metadata:
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return nil, err
 		}
 		p := meta.AsPartialObjectMetadata(m)
-		p.SetGroupVersionKind(lw.inf.GVK) // as controller-runtime's metadata informers have it
+		p.SetGroupVersionKind(lw.inf.GroupVersionKind) // as controller-runtime's metadata informers have it
 		return p, nil
 	}
 	return obj, nil
@@ -498,17 +498,17 @@ func (lw *listerWatcher) represent(obj runtime.Object) (runtime.Object, error) {
 func (lw *listerWatcher) bookmarkObject(rv uint64) (runtime.Object, error) {
 	var obj runtime.Object
 	switch lw.inf.Representation {
-	case "unstructured":
+	case freshctrl.Unstructured:
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(lw.inf.GVK)
+		u.SetGroupVersionKind(lw.inf.GroupVersionKind)
 		obj = u
-	case "metadata":
+	case freshctrl.Metadata:
 		p := &metav1.PartialObjectMetadata{}
-		p.SetGroupVersionKind(lw.inf.GVK)
+		p.SetGroupVersionKind(lw.inf.GroupVersionKind)
 		obj = p
 	default:
 		var err error
-		if obj, err = lw.s.scheme.New(lw.inf.GVK); err != nil {
+		if obj, err = lw.s.scheme.New(lw.inf.GroupVersionKind); err != nil {
 			return nil, err
 		}
 	}
