@@ -2,7 +2,7 @@
 # Binary size: builds the same small program (a pods and a configmaps
 # informer with their listers, Start, WaitForCacheSync) twice, once on
 # client-go's informer factory and once on freshinformer's
-# (informers/internal/binsize/testdata/{clientgo,fresh}), with go.mod's
+# (internal/factory/internal/binsize/testdata/{clientgo,fresh}), with go.mod's
 # versions (GOWORK=off), and prints both sizes and their ratio, with the
 # default flags and with -ldflags='-s -w'. Fails if the program on
 # freshinformer's factory is more than BINSIZE_LIMIT (default 1.05) times
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 LIMIT=${BINSIZE_LIMIT:-1.05}
-src=./informers/internal/binsize/testdata
+src=./internal/factory/internal/binsize/testdata
 out=$(mktemp -d "${TMPDIR:-/tmp}/freshinformer-binsize.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
