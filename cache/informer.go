@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/probe"
@@ -82,6 +83,9 @@ type FreshInformer struct {
 	// brought a regression back until it is declared.
 	declareBarrier chan struct{}
 	written        writtenKeys // recorded writes not yet applied (lostwrites.go)
+	// staleReads checks reads through GetIndexer against recorded writes;
+	// nil (no cost) unless the detector is on, decided here once.
+	staleReads *detector.Detector
 
 	mu                   sync.Mutex // guards the fields below; taken before applyMu
 	running, stopped     bool
@@ -133,6 +137,9 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		onRegression:         options.OnRegression,
 	}
 	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
+	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
+		f.detectStaleReads(options.OnStaleRead, mode == detector.Halt)
+	}
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{

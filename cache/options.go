@@ -15,6 +15,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/reflector"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // Options configure a FreshInformer. The first fields mirror client-go's
@@ -90,6 +91,16 @@ type Options struct {
 	// the cache (see WithSnapshotProbeLimit). Zero:
 	// DefaultSnapshotProbeLimit; negative: off.
 	SnapshotProbeLimit int
+
+	// DetectStaleReads turns the stale-read detector on (package
+	// stalereads): reads through the indexer and listers are checked
+	// against this process's recorded writes. Off, reads cost nothing
+	// more; the environment variable stalereads.EnvVar turns it on too.
+	DetectStaleReads bool
+	// OnStaleRead, if set, receives each stale read the detector finds
+	// (besides the log and the counter); it runs on the reading goroutine
+	// and must not block. It takes the report from stalereads=halt.
+	OnStaleRead func(stalereads.Report)
 
 	// internal holds what only the package's tests set.
 	internal internalOptions
@@ -174,6 +185,13 @@ func WithInitialFloor(rv string) Option { return func(o *Options) { o.InitialFlo
 // Options.ConsistentInitialList).
 func WithConsistentInitialList() Option {
 	return func(o *Options) { o.ConsistentInitialList = true }
+}
+
+// WithStaleReadDetection turns the stale-read detector on for the informer
+// (see Options.DetectStaleReads); onReport, if not nil, receives each
+// report. Through a factory: WithInformerOptions(WithStaleReadDetection(nil)).
+func WithStaleReadDetection(onReport func(stalereads.Report)) Option {
+	return func(o *Options) { o.DetectStaleReads, o.OnStaleRead = true, onReport }
 }
 
 // ErrUnknownResource is matched by the error of a lookup that cannot tell

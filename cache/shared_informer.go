@@ -82,8 +82,14 @@ func (f *FreshInformer) GetStore() toolscache.Store { return f.GetIndexer() }
 // LastStoreSyncResourceVersion reports LastObservedResourceVersion (the
 // applied, monotonic resource version, whatever client-go's AtomicFIFO
 // feature gate says) while resource versions can be ordered, and what
-// client-go's store reports otherwise.
-func (f *FreshInformer) GetIndexer() toolscache.Indexer { return indexerView{f.indexer, f} }
+// client-go's store reports otherwise. With the stale-read detector on
+// (WithStaleReadDetection), its reads are checked.
+func (f *FreshInformer) GetIndexer() toolscache.Indexer {
+	if f.staleReads != nil {
+		return f.staleReads.View(indexerView{f.indexer, f})
+	}
+	return indexerView{f.indexer, f}
+}
 
 type indexerView struct {
 	toolscache.Indexer

@@ -28,6 +28,7 @@ import (
 
 	fcache "github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/metrics"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // DefaultTimeout bounds how long a read through the client waits for the
@@ -54,6 +55,19 @@ type Options struct {
 	// turned off by the configuration, said once). The zero value means
 	// controller-runtime's logger, named "freshctrl".
 	Logger logr.Logger
+	// DetectStaleReads turns the stale-read detector on for every
+	// informer the cache makes (package stalereads; the environment
+	// variable FRESHINFORMER_DEBUG=stalereads=1 does too): a read through
+	// the cache that returns older state than the client's own earlier
+	// write is logged with its stack and counted in
+	// freshinformer_stale_reads_total. NewClient's reads wait for the
+	// client's writes, so such reads are those made without waiting:
+	// with client.DisableReadYourWritesConsistency, or through the cache
+	// itself (a manager's GetCache, an event handler).
+	DetectStaleReads bool
+	// OnStaleRead, if set, receives each report (and turns the detector
+	// on); it runs on the reading goroutine and must not block.
+	OnStaleRead func(stalereads.Report)
 	// NewListerWatcher, if set, makes the ListerWatcher each informer of
 	// the cache lists and watches through, in place of its API server's:
 	// a test's fake server (package fake's), a recording proxy. It is
@@ -131,7 +145,8 @@ func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Ca
 		}
 		opts.Mapper = m
 	}
-	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, newLW: o.NewListerWatcher, log: o.logger()}
+	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, newLW: o.NewListerWatcher, log: o.logger(),
+		detect: o.DetectStaleReads || o.OnStaleRead != nil, onStale: o.OnStaleRead}
 	if reg.timeout <= 0 {
 		reg.timeout = DefaultTimeout
 	}
@@ -310,6 +325,8 @@ type registry struct {
 	userHook func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
 	newLW    func(ScopedInformer) toolscache.ListerWatcher
 	log      logr.Logger
+	detect   bool                    // Options.DetectStaleReads
+	onStale  func(stalereads.Report) // Options.OnStaleRead
 
 	mu        sync.RWMutex // guards the fields below (lock order: see the type's doc)
 	informers []*informerEntry
@@ -363,6 +380,9 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 		opts = append(opts, fcache.WithMetrics(r.metrics))
 	}
 	opts = append(opts, fcache.WithName(e.name))
+	if r.detect {
+		opts = append(opts, fcache.WithStaleReadDetection(r.onStale))
+	}
 	e.Informer = fcache.NewSharedIndexInformer(lw, obj, resync, indexers, opts...)
 	r.mu.Lock()
 	r.informers = append(r.informers, e)

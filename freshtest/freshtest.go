@@ -26,6 +26,13 @@
 //
 // Use NewClientset and NewSimpleDynamicClient as the fakes' constructors,
 // or Stamp on a fake made elsewhere.
+//
+// For the stale-read detector (package stalereads): FailOnStaleReads fails
+// a test on each read older than the test's own recorded write, and a Lag
+// holds informers' watch events back on demand (a fake's, one
+// ListerWatcher's, or those of clients made from a rest.Config on a real
+// API server), so a test shows deterministically which reads a controller
+// makes stale.
 package freshtest
 
 import (

@@ -58,6 +58,15 @@
 //	freshinformer_wait_duration_seconds              histogram
 //	freshinformer_write_to_visible_seconds           histogram
 //
+// With the stale-read detector on (package stalereads), two more counters,
+// process-wide and labelled with the resource only: one series each per
+// resource the detector watches, from its first detecting informer (or
+// write through a detecting transport) on, for the life of the process,
+// whichever informers come and go:
+//
+//	freshinformer_stale_reads_total{resource}        counter
+//	freshinformer_stale_writes_total{resource}       counter
+//
 // The histograms have one bucket by default (le="1": what share took more
 // than a second; _sum/_count give the mean) and appear at their first
 // observation; waits_total has a series per outcome (fresh, timeout,
@@ -92,10 +101,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/detector"
 )
 
 // Namespace prefixes every metric name.
@@ -433,7 +444,13 @@ var (
 	bookmarksDesc    = desc("bookmarks_total", "Watch bookmarks applied.")
 	listsDesc        = desc("lists_total", "Lists (initial list and relists, plain or watch-list) accepted into the cache.")
 	watchesDesc      = desc("watches_total", "Watch requests: the first and every restart.")
-	stalenessDesc    = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
+	// The stale-read detector's counters are process-wide, per resource
+	// (package stalereads): only resources it watches have series.
+	staleReadsDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stale_reads_total"),
+		"Reads through an informer (indexer, listers, controller-runtime's cached client) that returned older state than this process's own write of the key, found by the stale-read detector.", []string{"resource"}, nil)
+	staleWritesDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stale_writes_total"),
+		"Updates and patches sent through a writes transport whose resourceVersion was older than this process's own last write of the object, found by the stale-write detector.", []string{"resource"}, nil)
+	stalenessDesc = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
 )
 
 // Describe sends the descriptions of every series the Provider exports
@@ -442,7 +459,7 @@ func (p *Provider) Describe(ch chan<- *prometheus.Desc) {
 	p.waitDuration.Describe(ch)
 	p.waits.Describe(ch)
 	p.writeVisible.Describe(ch)
-	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc} {
+	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc, staleReadsDesc, staleWritesDesc} {
 		ch <- d
 	}
 	if p.opts.Detailed {
@@ -468,6 +485,10 @@ func (p *Provider) Collect(ch chan<- prometheus.Metric) {
 	for i, id := range ids {
 		p.collect(ch, id.labels, members[i], now)
 	}
+	detector.EachCount(func(gr schema.GroupResource, reads, writes uint64) {
+		ch <- prometheus.MustNewConstMetric(staleReadsDesc, prometheus.CounterValue, float64(reads), gr.String())
+		ch <- prometheus.MustNewConstMetric(staleWritesDesc, prometheus.CounterValue, float64(writes), gr.String())
+	})
 }
 
 // reading is one informer's values at a scrape.

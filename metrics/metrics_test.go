@@ -194,11 +194,11 @@ func TestStoppedInformerLeavesNoSeries(t *testing.T) {
 	if err := inf.WaitForFreshness(context.Background(), "10"); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := testutil.GatherAndCount(reg); n == 0 {
+	if n := informerSeries(t, reg); n == 0 {
 		t.Fatal("no series while running")
 	}
 	stop()
-	if n, _ := testutil.GatherAndCount(reg); n != 0 {
+	if n := informerSeries(t, reg); n != 0 {
 		t.Fatalf("%d series left after stop", n)
 	}
 }

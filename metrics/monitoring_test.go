@@ -19,8 +19,8 @@ import (
 )
 
 // exportedNames lists every series name the Provider exports by default,
-// histogram suffixes included: the dashboard and alerts must work without
-// WithDetailedMetrics.
+// histogram suffixes included, and the stale-read detector's counters: the
+// dashboard and alerts must work without WithDetailedMetrics.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -29,6 +29,8 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	inf := cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
+	// And the stale-read detector's counters, which its informers add.
+	cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithStaleReadDetection(nil))
 	// Give the histograms and waits_total a series, as a wait and a
 	// recorded write would.
 	p.informers[inf].ObserveWait(cache.WaitFresh, 0)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
@@ -34,7 +35,7 @@ type deletedObject struct {
 // or terminating at a resource version older than the delete's. It takes
 // the indexer's lock only.
 func holdsAlive(inf *cache.FreshInformer, d deletedObject) bool {
-	obj, ok, _ := inf.GetIndexer().GetByKey(resources.Key(d.key.Namespace, d.key.Name))
+	obj, ok, _ := detector.Unwrap(inf.GetIndexer()).GetByKey(resources.Key(d.key.Namespace, d.key.Name))
 	if !ok {
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
@@ -131,6 +132,11 @@ func (r *ReadYourWrites) RecordDeleteFor(owners []Owner, gr schema.GroupResource
 	if err != nil {
 		return err
 	}
+	for _, inf := range infs {
+		if sr := detector.Of(inf.GetIndexer()); sr != nil {
+			sr.Deleted(obj)
+		}
+	}
 	d := deletedObject{key: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, uid: obj.GetUID()}
 	d.rv, _ = freshness.ParseRV(obj.GetResourceVersion()) // zero if none
 	r.mu.Lock()
@@ -211,7 +217,7 @@ func (r *ReadYourWrites) informersFor(gr schema.GroupResource, obj metav1.Object
 	var notWatched []error
 	for _, inf := range all {
 		if err := inf.Admits(obj); err != nil {
-			if _, held, _ := inf.GetIndexer().GetByKey(resources.Key(obj.GetNamespace(), obj.GetName())); !held {
+			if _, held, _ := detector.Unwrap(inf.GetIndexer()).GetByKey(resources.Key(obj.GetNamespace(), obj.GetName())); !held {
 				notWatched = append(notWatched, err)
 				continue
 			}

@@ -122,3 +122,37 @@ func decodeProtobuf(body []byte) (decoded, error) {
 	}
 	return decoded{meta: p.ObjectMeta}, nil
 }
+
+// sentResourceVersion returns the resource version an update or patch
+// carries as its precondition (metadata.resourceVersion, or a JSON patch's
+// test of /metadata/resourceVersion), "" if none or if the body is not one
+// the transport decodes.
+func sentResourceVersion(contentType string, body []byte) string {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ""
+	}
+	switch types.PatchType(mediaType) {
+	case types.MergePatchType, types.StrategicMergePatchType, types.ApplyYAMLPatchType:
+		mediaType = runtime.ContentTypeJSON // JSON, or YAML that is not decoded
+	case types.JSONPatchType:
+		var ops []struct {
+			Op, Path string
+			Value    any
+		}
+		if json.Unmarshal(body, &ops) != nil {
+			return ""
+		}
+		for _, op := range ops {
+			if s, ok := op.Value.(string); ok && op.Op == "test" && op.Path == "/metadata/resourceVersion" {
+				return s
+			}
+		}
+		return ""
+	}
+	d, err := decodeMeta(mediaType, body)
+	if err != nil || d.status {
+		return ""
+	}
+	return d.meta.ResourceVersion
+}

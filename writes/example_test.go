@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/freshinformer/freshinformer/readyourwrites"
+	"github.com/freshinformer/freshinformer/stalereads"
 	"github.com/freshinformer/freshinformer/writes"
 )
 
@@ -54,4 +55,36 @@ func ExampleWrapConfig() {
 	_, _ = client.CoreV1().ConfigMaps("ns").Get(ctx, "child", metav1.GetOptions{})
 	_, _ = client.CoreV1().ConfigMaps("ns").Update(context.Background(), child, metav1.UpdateOptions{})
 	// Output: recorded configmaps ns/child at 42 for ConfigMap ns/parent
+}
+
+// The stale-write detector: an Update built on a read older than this
+// process's own last write of the object is reported (and sent on: the
+// server answers it with a conflict).
+func ExampleWithStaleWriteDetection() {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"namespace":"ns","name":"child","uid":"c1","resourceVersion":"42"}}`)
+	}))
+	defer server.Close()
+
+	report := func(r stalereads.Report) {
+		fmt.Printf("%s of %s %s at resourceVersion %s; this process wrote %s\n", r.Op, r.Resource, r.Key, r.ResourceVersion, r.WrittenResourceVersion)
+	}
+	cfg := writes.WrapConfig(&rest.Config{Host: server.URL}, printRecorder{}, writes.WithStaleWriteDetection(report))
+	client := kubernetes.NewForConfigOrDie(cfg)
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", UID: "p1"}}
+	ctx := writes.WithOwner(context.Background(), readyourwrites.OwnerOf(parent))
+
+	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child", ResourceVersion: "41"}}
+	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, child, metav1.UpdateOptions{}); err != nil { // recorded at 42
+		fmt.Println(err)
+	}
+	// The same object, read from a cache that had not caught up:
+	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, child, metav1.UpdateOptions{}); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
+	// update of configmaps ns/child at resourceVersion 41; this process wrote 42
+	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
 }

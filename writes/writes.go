@@ -52,6 +52,12 @@
 // unread and reported as ErrUnsupportedContentType. Writes that could not be recorded go to the
 // error handler (WithErrorHandler; by default a log line at verbosity 4
 // for writes no informer watches, 2 otherwise).
+//
+// With the stale-write detector on (WithStaleWriteDetection, or
+// FRESHINFORMER_DEBUG=stalereads=1: see package stalereads), the transport
+// also reads a copy of each update's and patch's body (GetBody, never the
+// body the server gets) for its resourceVersion precondition, and reports
+// one older than the newest resource version it recorded for the object.
 package writes
 
 import (
@@ -73,8 +79,10 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/apipath"
+	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/reflector"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // Recorder receives the writes. *readyourwrites.ReadYourWrites implements it.
@@ -157,6 +165,22 @@ func WithMaxBodyBytes(n int64) Option {
 	return func(rt *roundTripper) { rt.maxBody = max(n, 0) }
 }
 
+// WithStaleWriteDetection turns the stale-write detector on (package
+// stalereads; the environment variable stalereads.EnvVar turns it on
+// too): an update or patch whose resourceVersion precondition is older
+// than the newest this transport recorded for the object (on the same
+// host) is counted, logged and handed to onReport (if not nil), and sent
+// on unchanged. The transport then remembers the resource versions of the
+// MaxStaleWriteKeys objects it recorded last. onReport runs on the
+// request's goroutine before the request is sent: it must be quick.
+func WithStaleWriteDetection(onReport func(stalereads.Report)) Option {
+	return func(rt *roundTripper) { rt.detect, rt.onStale = true, onReport }
+}
+
+// MaxStaleWriteKeys bounds the objects whose last written resource
+// version the stale-write detector remembers.
+const MaxStaleWriteKeys = detector.MaxEntries
+
 // WrapConfig returns a copy of cfg whose clients record writes on rec.
 // Clients made from cfg itself are not affected.
 func WrapConfig(cfg *rest.Config, rec Recorder, opts ...Option) *rest.Config {
@@ -173,6 +197,9 @@ func NewRoundTripper(next http.RoundTripper, rec Recorder, opts ...Option) http.
 	for _, o := range opts {
 		o(rt)
 	}
+	if mode := detector.FromEnv(); rt.detect || mode != detector.Off {
+		rt.stale = detector.NewWrites(rt.onStale, mode == detector.Halt)
+	}
 	return rt
 }
 
@@ -185,6 +212,10 @@ type roundTripper struct {
 
 	mu     sync.Mutex                // guards floors; a leaf
 	floors map[floorKey]freshness.RV // the newest plausible resource version recorded
+
+	detect  bool                    // WithStaleWriteDetection
+	onStale func(stalereads.Report) // WithStaleWriteDetection
+	stale   *detector.Writes        // nil: the stale-write detector is off
 }
 
 // floorKey scopes what the transport knows of resource versions: one
@@ -213,6 +244,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
 		return rt.next.RoundTrip(req)
+	}
+	if rt.stale != nil && (req.Method == http.MethodPut || req.Method == http.MethodPatch) {
+		rt.checkStale(req)
 	}
 	owner, ok := OwnerFrom(req.Context())
 	if !ok {
@@ -297,6 +331,9 @@ func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner rea
 		if err := rt.plausible(req.URL.Host, t.Resource, d.meta.ResourceVersion); err != nil {
 			return err
 		}
+		if rt.stale != nil {
+			rt.stale.Wrote(detector.WriteKey{Host: req.URL.Host, Resource: t.Resource, Namespace: t.Namespace, Name: d.meta.Name}, d.meta.ResourceVersion)
+		}
 		if req.Method == http.MethodDelete && resp.StatusCode == http.StatusOK { // gone, at the deletion's resource version
 			return rt.rec.RecordDelete(owner, t.Resource, &d.meta)
 		}
@@ -304,6 +341,31 @@ func (rt *roundTripper) record(req *http.Request, resp *http.Response, owner rea
 		return rt.rec.Record(owner, t.Resource, &d.meta)
 	}
 	return nil
+}
+
+// checkStale reports an update or patch of an object that carries a
+// resource version older than the newest this transport recorded for it.
+// It reads a copy of the body (GetBody), never the body itself.
+func (rt *roundTripper) checkStale(req *http.Request) {
+	t, ok := objectWrite(req)
+	if !ok || t.Name == "" || req.GetBody == nil {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return
+	}
+	data, err := readUpTo(body, rt.maxBody, req.ContentLength)
+	_ = body.Close()
+	if err != nil || int64(len(data)) > rt.maxBody {
+		return
+	}
+	op := "update"
+	if req.Method == http.MethodPatch {
+		op = "patch"
+	}
+	rv := sentResourceVersion(req.Header.Get("Content-Type"), data)
+	rt.stale.Check(detector.WriteKey{Host: req.URL.Host, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}, op, rv)
 }
 
 // plausible returns an error matching ErrImplausibleResourceVersion if rvs

@@ -15,11 +15,19 @@
 //	KUBEBUILDER_ASSETS=$(integration/hack/build-bins.sh --dir) integration/bin/withcluster -- \
 //	  sh -c 'cd examples/crcounter && go run . -parents 20 -target 50'
 //
-// It runs against $KUBECONFIG and prints one table row per mode.
+// The freshctrl modes run with the stale-read detector on (package
+// stalereads): its reports are counted next to the controller's own count.
+// The naive mode is freshctrl with every read opted out of waiting
+// (client.DisableReadYourWritesConsistency): what a controller reads
+// without read-your-writes, and what the detector reports of it.
+//
+// It runs against $KUBECONFIG and prints one table row per mode (-json:
+// one JSON object per mode).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,6 +61,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshctrl"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 type mode string
@@ -62,6 +71,7 @@ const (
 	crRYW        mode = "controller-runtime + EnableReadYourWritesConsistency"
 	fresh        mode = "freshctrl"
 	freshRequeue mode = "freshctrl + FailIfNotFresh/Requeuer"
+	naive        mode = "freshctrl, reads not waiting (DisableReadYourWritesConsistency)"
 )
 
 func main() {
@@ -69,7 +79,8 @@ func main() {
 	target := flag.Int("target", 50, "count each child up to this")
 	workers := flag.Int("workers", 4, "reconcile workers")
 	rounds := flag.Int("rounds", 1, "run the modes this many times, interleaved, and report the totals")
-	modes := flag.String("modes", "all", "comma-free: all, or one of plain, ryw, fresh, requeue")
+	modes := flag.String("modes", "all", "comma-free: all, or one of plain, ryw, fresh, requeue, naive")
+	asJSON := flag.Bool("json", false, "print one JSON object per mode instead of the table")
 	flag.Parse()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 	if err != nil {
@@ -78,12 +89,14 @@ func main() {
 	}
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: measure the caches
 	ctrl.SetLogger(logr.Discard())
-	all := []mode{plain, crRYW, fresh, freshRequeue}
-	short := map[string]mode{"plain": plain, "ryw": crRYW, "fresh": fresh, "requeue": freshRequeue}
+	all := []mode{plain, crRYW, fresh, freshRequeue, naive}
+	short := map[string]mode{"plain": plain, "ryw": crRYW, "fresh": fresh, "requeue": freshRequeue, "naive": naive}
 	if m, ok := short[*modes]; ok {
 		all = []mode{m}
 	}
-	fmt.Printf("| mode | reconciles | conflicts /1000 | stale reads /1000 | reconcile p50 | reconcile p99 | CPU s | wall s | Get after a write outside the selector |\n|---|---|---|---|---|---|---|---|---|\n")
+	if !*asJSON {
+		fmt.Printf("| mode | reconciles | conflicts /1000 | stale reads /1000 | stale reads (detector) | reconcile p50 | reconcile p99 | CPU s | wall s | Get after a write outside the selector |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	}
 	totals := map[mode]*result{}
 	for round := range *rounds {
 		for i, m := range all {
@@ -100,6 +113,11 @@ func main() {
 		}
 	}
 	for _, m := range all {
+		if *asJSON {
+			t := totals[m]
+			_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"mode": string(m), "reconciles": t.reconciles, "conflicts": t.conflicts, "stale": t.stale, "reported": t.reported})
+			continue
+		}
 		fmt.Println(totals[m])
 	}
 }
@@ -109,6 +127,7 @@ func (r *result) add(o result) {
 	r.reconciles += o.reconciles
 	r.conflicts += o.conflicts
 	r.stale += o.stale
+	r.reported += o.reported
 	r.cpu += o.cpu
 	r.wall += o.wall
 	r.latencies = append(r.latencies, o.latencies...)
@@ -120,6 +139,7 @@ func (r *result) add(o result) {
 type result struct {
 	mode                         mode
 	reconciles, conflicts, stale int64
+	reported                     int64 // stale reads the detector reported; -1: not on
 	cpu, wall                    time.Duration
 	outside                      string
 	latencies                    []time.Duration
@@ -150,7 +170,11 @@ func (r result) String() string {
 	per := func(n int64) string {
 		return strconv.FormatFloat(1000*float64(n)/float64(max(r.reconciles, 1)), 'f', 1, 64)
 	}
-	return fmt.Sprintf("| %s | %d | %s | %s | %v | %v | %.2f | %.1f | %s |", r.mode, r.reconciles, per(r.conflicts), per(r.stale),
+	reported := "-"
+	if r.reported >= 0 {
+		reported = fmt.Sprintf("%d of %d", r.reported, r.stale)
+	}
+	return fmt.Sprintf("| %s | %d | %s | %s | %s | %v | %v | %.2f | %.1f | %s |", r.mode, r.reconciles, per(r.conflicts), per(r.stale), reported,
 		r.percentile(0.50).Round(time.Microsecond), r.percentile(0.99).Round(time.Microsecond), r.cpu.Seconds(), r.wall.Seconds(), r.outside)
 }
 
@@ -158,6 +182,7 @@ type counter struct {
 	client   client.Client
 	requeuer *freshctrl.Requeuer
 	target   int
+	noWait   bool // read with client.DisableReadYourWritesConsistency
 
 	mu        sync.Mutex
 	written   map[types.NamespacedName]string // last RV this controller wrote per child
@@ -180,6 +205,9 @@ func (c *counter) Reconcile(ctx context.Context, req reconcile.Request) (res rec
 	var opts []client.GetOption
 	if c.requeuer != nil {
 		opts = append(opts, freshctrl.FailIfNotFresh)
+	}
+	if c.noWait {
+		opts = append(opts, client.DisableReadYourWritesConsistency)
 	}
 	var child corev1.ConfigMap
 	if err := c.client.Get(ctx, key, &child, opts...); err != nil {
@@ -245,17 +273,21 @@ func run(ctx context.Context, cfg *rest.Config, m mode, idx, parents, target, wo
 		},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	}
+	reported := atomic.Int64{}
+	reported.Store(-1)
 	switch m {
 	case crRYW:
 		opts.Client.Cache = &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}
-	case fresh, freshRequeue:
-		opts.NewCache, opts.NewClient = freshctrl.NewCache, freshctrl.NewClient
+	case fresh, freshRequeue, naive:
+		reported.Store(0)
+		fo := freshctrl.Options{OnStaleRead: func(stalereads.Report) { reported.Add(1) }} // the stale-read detector on
+		opts.NewCache, opts.NewClient = fo.NewCache, fo.NewClient
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return result{}, err
 	}
-	c := &counter{client: mgr.GetClient(), target: target, written: map[types.NamespacedName]string{}}
+	c := &counter{client: mgr.GetClient(), target: target, written: map[types.NamespacedName]string{}, noWait: m == naive}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("counter%d", idx)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: ptr.To(true)}).
@@ -315,7 +347,7 @@ func run(ctx context.Context, cfg *rest.Config, m mode, idx, parents, target, wo
 	oerr := mgr.GetClient().Get(octx, client.ObjectKeyFromObject(outside), &corev1.ConfigMap{})
 	ocancel()
 	outsideResult := fmt.Sprintf("%v: %s", time.Since(ostart).Round(time.Millisecond), errKind(oerr))
-	return result{mode: m, reconciles: c.reconciles.Load(), conflicts: c.conflicts.Load(), stale: c.stale.Load(),
+	return result{mode: m, reconciles: c.reconciles.Load(), conflicts: c.conflicts.Load(), stale: c.stale.Load(), reported: reported.Load(),
 		latencies: lat, cpu: cpu, wall: wall, outside: outsideResult}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/freshinformer/freshinformer/freshctrl"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // startTimeout bounds how long Build waits for the cache to start.
@@ -44,6 +46,7 @@ type ClientBuilder struct {
 	options       *freshctrl.Options
 	cacheOptions  crcache.Options
 	clientOptions client.CacheOptions
+	failOn        func(stalereads.Report) // FailOnStaleReads
 	built         bool
 }
 
@@ -121,6 +124,30 @@ func (b *ClientBuilder) WithOptions(o freshctrl.Options) *ClientBuilder {
 	return b
 }
 
+// FailOnStaleReads turns the stale-read detector on (package stalereads)
+// and fails t with each report: a reconciler's test fails when it reads,
+// through the cache, older state than it wrote through the Client (reads
+// that do not wait: client.DisableReadYourWritesConsistency, or the
+// Cache's own). It keeps the other settings of WithOptions. Reports after
+// t ends are dropped.
+func (b *ClientBuilder) FailOnStaleReads(t testing.TB) *ClientBuilder {
+	var mu sync.Mutex
+	ended := false
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+	})
+	b.failOn = func(r stalereads.Report) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			t.Errorf("freshctrl/fake: %s", r)
+		}
+	}
+	return b
+}
+
 // WithCacheOptions sets the cache's options, as a manager's Cache field
 // would (DefaultNamespaces, ByObject, selectors, transforms...). Scheme,
 // Mapper and HTTPClient are the fake's; NewInformer must be nil: the fake
@@ -168,6 +195,9 @@ func (b *ClientBuilder) build() (*Client, error) {
 	o := freshctrl.Options{DisableMetrics: true}
 	if b.options != nil {
 		o = *b.options
+	}
+	if b.failOn != nil {
+		o.DetectStaleReads, o.OnStaleRead = true, b.failOn
 	}
 
 	srv := newServer(s)
@@ -294,6 +324,10 @@ func (c *Client) Server() client.WithWatch { return c.server }
 // kind's first cached read (as in controller-runtime), so read the kinds a
 // test pauses on before PauseInformers.
 func (c *Client) PauseInformers() { c.srv.pause() }
+
+// PauseInformersFor is PauseInformers, then ResumeInformers after d
+// (unless either is called meanwhile): the cache lags by d.
+func (c *Client) PauseInformersFor(d time.Duration) { c.srv.pauseFor(d) }
 
 // ResumeInformers lets the informers catch up with the server.
 func (c *Client) ResumeInformers() { c.srv.resume() }

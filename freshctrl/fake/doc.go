@@ -30,7 +30,14 @@
 //     ResumeInformers, so a test can drive the stale-cache path: a
 //     FailIfNotFresh read fails with a *readyourwrites.NotFreshError, a
 //     Requeuer parks the request and puts it back in the queue once the
-//     informers resume (see the examples).
+//     informers resume (see the examples). PauseInformersFor resumes them
+//     by itself after a while.
+//   - FailOnStaleReads turns the stale-read detector on (package
+//     stalereads) and fails the test with each read through the cache
+//     that returns older state than the Client's own earlier write: with
+//     the informers paused, a test shows which reads of a reconciler are
+//     stale (those that do not wait: the Cache's own, or those made with
+//     client.DisableReadYourWritesConsistency).
 //   - Server is the fake server's own client: another actor's writes,
 //     uncached reads.
 //

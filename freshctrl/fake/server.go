@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,8 @@ type server struct {
 	// moves: watches look for a bookmark to send.
 	changed chan struct{}
 	// resumed is non-nil while the informers are paused; Resume closes it.
-	resumed chan struct{}
+	resumed     chan struct{}
+	resumeTimer *time.Timer // PauseInformersFor's
 }
 
 var _ k8stesting.ObjectTracker = (*server)(nil)
@@ -132,17 +134,34 @@ func (s *server) write(gvr schema.GroupVersionResource, seed bool, op func() err
 func (s *server) pause() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopResumeTimerLocked()
 	if s.resumed == nil {
 		s.resumed = make(chan struct{})
 	}
 }
 
+// pauseFor pauses, and resumes after d unless pause or resume comes first.
+func (s *server) pauseFor(d time.Duration) {
+	s.pause()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeTimer = time.AfterFunc(d, s.resume)
+}
+
 func (s *server) resume() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopResumeTimerLocked()
 	if s.resumed != nil {
 		close(s.resumed)
 		s.resumed = nil
+	}
+}
+
+func (s *server) stopResumeTimerLocked() {
+	if s.resumeTimer != nil {
+		s.resumeTimer.Stop()
+		s.resumeTimer = nil
 	}
 }
 

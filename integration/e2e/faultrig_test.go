@@ -23,6 +23,7 @@ import (
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // faultRig writes ConfigMaps through a real kube-apiserver while a
@@ -59,6 +60,10 @@ type faultRig struct {
 	ctx          context.Context
 	waitTimeout  time.Duration
 	recordWrites bool
+	// staleReads counts the stale-read detector's reports: the rig reads
+	// the cache behind its own writes on purpose (a checker after its
+	// wait, while a writer has written the key again; while converging).
+	staleReads atomic.Int64
 
 	mu       sync.Mutex
 	declared []reflector.Regression
@@ -116,7 +121,8 @@ func newFaultRig(t *testing.T, ctx context.Context, writer kubernetes.Interface,
 			r.declared = append(r.declared, reg)
 			r.mu.Unlock()
 			t.Logf("declared regression: %s", regressionJSON(reg))
-		}))
+		}),
+		cache.WithStaleReadDetection(func(stalereads.Report) { r.staleReads.Add(1) }))
 	r.waitTimeout = o.waitTimeout
 	if _, err := r.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
@@ -364,8 +370,8 @@ func (r *faultRig) verifyRange(lo, hi int) {
 	st := r.inf.Stats()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.t.Logf("writes %d (failed %d), checked fresh %d, excused by a declared regression %d, early %d, wait errors %d; keys gone back %d; declared %d; stats %+v",
-		r.writes, r.writeErr, r.fresh, r.excused, len(r.early), len(r.waitErrs), len(r.back), len(r.declared), st)
+	r.t.Logf("writes %d (failed %d), checked fresh %d, excused by a declared regression %d, early %d, wait errors %d; keys gone back %d; declared %d; stale reads reported %d; stats %+v",
+		r.writes, r.writeErr, r.fresh, r.excused, len(r.early), len(r.waitErrs), len(r.back), len(r.declared), r.staleReads.Load(), st)
 	if len(r.early) > 0 {
 		r.t.Errorf("WaitForFreshness returned nil before the indexer held the write, %d times; first ones:\n%s", len(r.early), firstLines(r.early, 10))
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,19 +15,23 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/testenv"
 	"github.com/freshinformer/freshinformer/readyourwrites"
+	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // TestReadYourWritesThroughFactory runs a reconciler's write-then-read
 // against the real server, through the drop-in factory: each round
 // updates a child ConfigMap and reads it back from the cache at once.
-// Without read-your-writes some reads are stale; with it, none is.
+// Without read-your-writes some reads are stale; with it, none is. The
+// stale-read detector reports exactly the stale ones.
 func TestReadYourWritesThroughFactory(t *testing.T) {
 	cs := testenv.Clientset(t)
 	ns := testenv.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	var factory informers.SharedInformerFactory = cache.NewSharedInformerFactory(cs, 0, cache.WithNamespace(ns))
+	var reported atomic.Int64
+	var factory informers.SharedInformerFactory = cache.NewSharedInformerFactory(cs, 0, cache.WithNamespace(ns),
+		cache.WithInformerOptions(cache.WithStaleReadDetection(func(stalereads.Report) { reported.Add(1) })))
 	lister := factory.Core().V1().ConfigMaps().Lister()
 	factory.Start(ctx.Done())
 	defer func() { cancel(); factory.Shutdown() }() // Shutdown waits for the informers to stop
@@ -95,5 +100,8 @@ func TestReadYourWritesThroughFactory(t *testing.T) {
 	}
 	if stale == 0 {
 		t.Errorf("without read-your-writes, no stale read in %d rounds: the test shows nothing", without)
+	}
+	if n := reported.Load(); n != int64(stale) {
+		t.Errorf("the stale-read detector reported %d stale reads, the test counted %d", n, stale)
 	}
 }

@@ -1,0 +1,48 @@
+package cache
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/detector"
+	"github.com/freshinformer/freshinformer/reflector"
+	"github.com/freshinformer/freshinformer/stalereads"
+)
+
+// detectStaleReads turns the stale-read detector on (at construction):
+// reads are judged against the applied resource version, the table is
+// pruned as waits are released, and a declared regression, which rewrote
+// the history writes are judged against, resets it.
+func (f *FreshInformer) detectStaleReads(onReport func(stalereads.Report), halt bool) {
+	f.staleReads = detector.New(detector.Config{Resource: f.resource, Informer: f.name, Indexer: f.indexer,
+		Applied: func() freshness.RV { return f.trust.View().Applied },
+		AfterApplied: func(rv freshness.RV, fn func(error)) {
+			_, due := f.trust.AfterFunc(rv, fn)
+			due.Run()
+		},
+		InScope: f.certainlyAdmits, OnReport: onReport, Halt: halt})
+	user := f.onRegression
+	f.onRegression = func(r reflector.Regression) {
+		f.staleReads.Reset()
+		if user != nil {
+			user(r)
+		}
+	}
+}
+
+// certainlyAdmits reports whether the informer's scope holds obj for sure:
+// a field selector on a field Admits cannot check counts as no, for the
+// stale-read detector, which reports an absent object only then.
+func (f *FreshInformer) certainlyAdmits(obj metav1.Object) bool {
+	if f.Admits(obj) != nil {
+		return false
+	}
+	if f.selector.Fields != nil {
+		for _, r := range f.selector.Fields.Requirements() {
+			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+				return false
+			}
+		}
+	}
+	return true
+}
