@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -568,5 +569,39 @@ func TestAfterFreshnessOnQuietResource(t *testing.T) {
 	inf.AfterFreshness("x1", func(err error) { got = err })
 	if !errors.Is(got, freshness.ErrIncomparable) {
 		t.Fatalf("AfterFreshness(malformed) ran with %v, want ErrIncomparable", got)
+	}
+}
+
+// A recent read reused by a probe (Sync's) can release waits below it but
+// shows nothing about targets above it: it was sent before they joined.
+// The fault suite's seed 1300330 failed WaitForFreshness(573) as beyond a
+// server at 570, read before 573 was committed, because the probe reused
+// that read once it was past the lowest pending target.
+func TestProbeReusingAnOlderReadFailsNoHigherWait(t *testing.T) {
+	lw := newQuietLW(t, "10", cm("a", "5"))
+	inf, _ := startQuiet(t, lw)
+	lw.setServerRV("20")
+	lw.setAux(auxScript(watch.Event{Type: watch.Bookmark, Object: bookmark("30")}))
+	// Sync reads 20 and gives up before its wait would be probed for.
+	short, cancelShort := context.WithTimeout(context.Background(), DefaultQuietProbeDelay/4)
+	defer cancelShort()
+	_ = inf.Sync(short)
+	lw.setServerRV("30") // a write at 25 committed since
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, rv := range []string{"15", "25"} {
+		go func() {
+			if err := inf.WaitForFreshness(ctx, rv); err != nil {
+				errs <- fmt.Errorf("WaitForFreshness(%s) = %w", rv, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("%v: a read from before it joined failed it", err)
+		}
 	}
 }

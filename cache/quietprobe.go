@@ -283,8 +283,9 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	p.mu.Lock()
 	server, noBookmarks := p.serverRV, p.noBookmarks.Load()
 	// A recent read (Sync's) stands in for this probe's when it is past
-	// the cache and every pending target: it was sent before some waits
-	// joined, so it can release them but not show them beyond the server.
+	// the cache and the lowest pending target: it was sent before some
+	// waits joined, so it can release them but not show them beyond the
+	// server.
 	reuse := time.Since(p.serverRVAt) < serverRVReuse && server.Compare(start) > 0 &&
 		(!v.AnyTarget || server.Compare(v.Lowest) >= 0)
 	p.mu.Unlock()
@@ -311,9 +312,13 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	if f.trust.View().Held { // the read found a restore
 		return false
 	}
-	// The read was sent after the waits that joined by seq: a target of
-	// theirs above the server's resource version is beyond it.
-	f.trust.TooLarge(server, seq).Run()
+	// A read sent by this probe was sent after the waits that joined by
+	// seq: a target of theirs above the server's resource version is
+	// beyond it. A reused read was sent before some of them: it shows
+	// nothing above it.
+	if !reuse {
+		f.trust.TooLarge(server, seq).Run()
+	}
 	if v := f.trust.View(); !v.AnyTarget || server.Compare(v.Lowest) < 0 {
 		return true // none is left, or those left joined since: probing for them can wait
 	}
