@@ -303,7 +303,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	listed := make(map[string]struct{}, len(info.Objects))
 	var back listRegression
 	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
-	checkWrites := f.written.len() > 0 && listErr == nil
+	checkWrites := f.written.Len() > 0 && listErr == nil
 	// Where the cache stood: it applied every event up to there (none to
 	// trust in plain mode, or while a declared restore waits for this list).
 	var reached freshness.RV
@@ -329,7 +329,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 			// with a bumped revision), or comes from another history (a
 			// restore without one, outrun by new writes).
 			back.add(key, &back.keys)
-		case checkWrites && f.written.lost(key, resourceVersion(obj), listRV):
+		case checkWrites && f.written.Lost(key, resourceVersion(obj), listRV):
 			back.add(key, &back.lostWrites)
 		}
 	}
@@ -467,9 +467,9 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		found(reflector.RegressionWritesLost)
 	}
 	if f.state() == trust.Restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
-		f.written.reset() // the history was rewritten: old writes say nothing of it
+		f.written.Reset() // the history was rewritten: old writes say nothing of it
 	} else {
-		f.written.pruneReached(rv)
+		f.written.PruneReached(rv)
 	}
 	f.settle(f.trust.Listed(rv, admitted.Stamp))
 }

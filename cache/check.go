@@ -177,7 +177,7 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, 
 	}
 	f.recent.reset()
 	f.endZone()
-	f.written.reset()
+	f.written.Reset()
 	slices.Sort(back.sample)
 	f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
 		Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})

@@ -30,9 +30,9 @@
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
 // metrics makes Prometheus series of them). RVs also enter off the stream:
-// writes the caller records (recordwrite.go, lostwrites.go), the restore
-// check (restorecheck.go) and the quiet-resource probe (quietprobe.go,
-// snapshot.go).
+// writes the caller records (recordwrite.go, lostwrites.go; kept in
+// internal/recorded), the restore check (check.go) and the quiet-resource
+// probe (quietprobe.go, snapshot.go).
 // informer.go builds and runs the informer, shared_informer.go holds the
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
 // elsewhere, options.go is the one place defaults are set.
@@ -228,7 +228,7 @@
 //	                   applyMu → Guard.mu → trust (its waiter set's lock)
 //	afterFreshCall.mu → quietProbe.mu → probe.Runner.mu, trust
 //	probe.Runner.mu (restore checks) → trust
-//	writeVisibility.mu → trust, metrics.Provider.mu
+//	recorded.Timer.mu → trust, metrics.Provider.mu
 //
 // The trust's lock and newestMu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the

@@ -21,6 +21,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/probe"
+	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -65,9 +66,9 @@ type FreshInformer struct {
 	regressions      atomic.Uint64               // declared (Stats.Regressions)
 	resumeChecks     atomic.Uint64               // restore checks before a resumed watch (Stats.RestoreProbes)
 
-	newestMu    sync.Mutex      // guards newestWrite; a leaf
-	newestWrite freshness.RV    // the newest RecordWrite
-	visible     writeVisibility // write-to-visible samples, with metrics (metrics.go)
+	newestMu    sync.Mutex     // guards newestWrite; a leaf
+	newestWrite freshness.RV   // the newest RecordWrite
+	visible     recorded.Timer // write-to-visible samples, with metrics
 
 	// applyMu serializes applying deltas (apply.go), proofs and restores
 	// with handler and indexer registration, so a late handler sees a
@@ -82,7 +83,7 @@ type FreshInformer struct {
 	// declareBarrier holds the handlers' notifications from a list that
 	// brought a regression back until it is declared.
 	declareBarrier chan struct{}
-	written        writtenKeys // recorded writes not yet applied (lostwrites.go)
+	written        recorded.Keys // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;
 	// nil (no cost) unless the detector is on, decided here once.
 	staleReads *detector.Detector

@@ -22,25 +22,12 @@ import (
 var ErrNotWatched = errors.New("written object is outside every informer's selector")
 
 // InformerSource finds the informers that cache a resource. Both factories
-// implement it; InformerMap and InformerList are fixed ones and Sources
-// joins several.
+// implement it; InformerList is a fixed one and Sources joins several.
 type InformerSource interface {
 	// FreshInformersForResource returns every informer of gr (several:
 	// one per namespace, a filtered and an unfiltered one, ...), in a
 	// stable order; none if there are none.
 	FreshInformersForResource(gr schema.GroupResource) []*FreshInformer
-}
-
-// InformerMap is an InformerSource over one informer per resource made by
-// hand.
-type InformerMap map[schema.GroupResource]*FreshInformer
-
-// FreshInformersForResource implements InformerSource.
-func (m InformerMap) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
-	if inf, ok := m[gr]; ok {
-		return []*FreshInformer{inf}
-	}
-	return nil
 }
 
 // InformerList is an InformerSource over informers made by hand, any
@@ -86,16 +73,6 @@ type ResourceResolver interface {
 // objects' Go types.
 func (l InformerList) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
 	return resourceByType(l, obj)
-}
-
-// ResourceFor implements ResourceResolver by the informers' example
-// objects' Go types.
-func (m InformerMap) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
-	infs := make([]*FreshInformer, 0, len(m))
-	for _, inf := range m {
-		infs = append(infs, inf)
-	}
-	return resourceByType(infs, obj)
 }
 
 // ResourceFor implements ResourceResolver: the first source that can tell.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -171,13 +172,13 @@ func TestWrittenKeysStayBoundedOnAHealthyStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			inf.applyMu.Lock()
-			peak = max(peak, inf.written.len())
+			peak = max(peak, inf.written.Len())
 			inf.applyMu.Unlock()
 		}
 		w.Action(watch.Bookmark, bookmark(strconv.Itoa(rv)))
 		waitFresh(t, inf, strconv.Itoa(rv))
 	}
-	if peak > 2*inFlight+minWrittenPrune {
+	if peak > 2*inFlight+recorded.MinPrune {
 		t.Fatalf("%d distinct keys written, %d in flight at most: the map peaked at %d keys", rounds*inFlight, inFlight, peak)
 	}
 }

@@ -391,7 +391,7 @@ func TestSyncErrors(t *testing.T) {
 	if err := inf.Sync(ctx); err == nil {
 		t.Fatal("Sync succeeded on a malformed list resource version")
 	}
-	err := SyncAll(ctx, InformerMap{}, schema.GroupResource{Resource: "configmaps"})
+	err := SyncAll(ctx, InformerList{}, schema.GroupResource{Resource: "configmaps"})
 	if !errors.Is(err, ErrNoInformer) {
 		t.Errorf("SyncAll on an unknown resource: %v, want ErrNoInformer", err)
 	}
@@ -399,13 +399,13 @@ func TestSyncErrors(t *testing.T) {
 
 func TestSyncAll(t *testing.T) {
 	lwA, lwB := newQuietLW(t, "10"), newQuietLW(t, "10")
-	a, _ := startQuiet(t, lwA)
-	b, _ := startQuiet(t, lwB)
+	a, _ := startQuiet(t, lwA, WithResource(schema.GroupResource{Resource: "a"}))
+	b, _ := startQuiet(t, lwB, WithResource(schema.GroupResource{Resource: "b"}))
 	for _, lw := range []*quietLW{lwA, lwB} {
 		lw.setServerRV("25")
 		lw.setAux(auxScript(watch.Event{Type: watch.Bookmark, Object: bookmark("25")}))
 	}
-	m := InformerMap{{Resource: "a"}: a, {Resource: "b"}: b}
+	m := InformerList{a, b}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := SyncAll(ctx, m, schema.GroupResource{Resource: "a"}, schema.GroupResource{Resource: "b"}); err != nil {

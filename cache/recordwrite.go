@@ -28,7 +28,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	f.checkWrite(parsed) // a write below the cache: restored server? (restorecheck.go)
 	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
-		f.visible.record(f, parsed, time.Now())
+		f.visible.Record(&f.trust, f.metrics.ObserveWriteVisible, parsed, time.Now())
 	}
 	return nil
 }

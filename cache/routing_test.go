@@ -116,7 +116,6 @@ func TestResourceForTellsSamePrintedTypesApart(t *testing.T) {
 	}
 	for name, r := range map[string]ResourceResolver{
 		"InformerList":        InformerList{core},
-		"InformerMap":         InformerMap{coreGR: core},
 		"Sources, core first": Sources{InformerList{core}, InformerList{events}},
 	} {
 		if gr, err := r.ResourceFor(&eventsv1.Event{}); err != nil || gr != eventsGR {

@@ -169,7 +169,7 @@ func (f *FreshInformer) compareSnapshot(s snapshot, st trust.Stamp, prove bool) 
 	// At the applied RV itself the snapshot must match too: a restored
 	// server whose new writes reached exactly the floor shows its keys.
 	var back listRegression
-	checkWrites := f.written.len() > 0
+	checkWrites := f.written.Len() > 0
 	same := s.complete && len(s.items) == len(f.indexer.ListKeys())
 	seen := make(map[string]struct{}, len(s.items)) // a key listed twice leaves a cached one unlisted
 	for _, item := range s.items {
@@ -186,7 +186,7 @@ func (f *FreshInformer) compareSnapshot(s snapshot, st trust.Stamp, prove bool) 
 		if err != nil {
 			return false
 		}
-		if checkWrites && f.written.lost(key, listedRVs, s.rv) {
+		if checkWrites && f.written.Lost(key, listedRVs, s.rv) {
 			back.add(key, &back.lostWrites)
 		}
 		obj, ok, _ := f.indexer.GetByKey(key)
@@ -219,9 +219,9 @@ func (f *FreshInformer) compareSnapshot(s snapshot, st trust.Stamp, prove bool) 
 		// writes: declared before any wait is released.
 		f.found(reflector.Regression{Reason: reflector.RegressionWritesLost, ListResourceVersion: s.rv.String(),
 			Floor: cur.String(), WritesLost: back.lostWrites, SampleKeys: back.sample}, false)
-		f.written.reset()
+		f.written.Reset()
 	default:
-		f.written.pruneReached(s.rv)
+		f.written.PruneReached(s.rv)
 	}
 	if at == 0 {
 		return true // nothing to move

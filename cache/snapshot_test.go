@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshinformer/freshinformer/reflector"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // stateLW is a scripted server that knows its current state: consistent

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/internal/recorded"
 )
 
 // visibleMetrics records write-to-visible observations.
@@ -92,13 +94,13 @@ func TestRecordWriteSamplesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, armed := inf.visible.pendingSamples(); n != maxPendingWriteSamples || !armed {
-		t.Fatalf("after 100000 unreached writes: %d samples (armed %v), want %d", n, armed, maxPendingWriteSamples)
+	if n, armed := inf.visible.Pending(); n != recorded.MaxPending || !armed {
+		t.Fatalf("after 100000 unreached writes: %d samples (armed %v), want %d", n, armed, recorded.MaxPending)
 	}
 	// The newest are kept: reaching them observes every one.
 	w.Add(cm("a", strconv.Itoa(100+100_000)))
-	m.waitCount(t, maxPendingWriteSamples)
-	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
+	m.waitCount(t, recorded.MaxPending)
+	if n, armed := inf.visible.Pending(); n != 0 || armed {
 		t.Fatalf("after the cache reached every write: %d samples (armed %v)", n, armed)
 	}
 	if err := inf.RecordWrite("1000000"); err != nil {
@@ -106,11 +108,11 @@ func TestRecordWriteSamplesBounded(t *testing.T) {
 	}
 	stopFuncs := mustStop(t, inf)
 	stopFuncs()
-	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
+	if n, armed := inf.visible.Pending(); n != 0 || armed {
 		t.Fatalf("after stop: %d samples (armed %v)", n, armed)
 	}
-	if m.count() != maxPendingWriteSamples {
-		t.Fatalf("%d samples observed, want %d", m.count(), maxPendingWriteSamples)
+	if m.count() != recorded.MaxPending {
+		t.Fatalf("%d samples observed, want %d", m.count(), recorded.MaxPending)
 	}
 }
 
@@ -148,14 +150,14 @@ func TestRecordWriteObservesEachWrite(t *testing.T) {
 	m.waitCount(t, 3)
 
 	record("15", "13", "13", "14")
-	if n, armed := inf.visible.pendingSamples(); n != 3 || !armed {
+	if n, armed := inf.visible.Pending(); n != 3 || !armed {
 		t.Fatalf("pending: %d (armed %v), want 3: 13 once", n, armed)
 	}
 	w.Add(cm("b", "13"))
 	w.Add(cm("b", "14"))
 	w.Add(cm("c", "15"))
 	m.waitCount(t, 6)
-	if n, armed := inf.visible.pendingSamples(); n != 0 || armed {
+	if n, armed := inf.visible.Pending(); n != 0 || armed {
 		t.Fatalf("after the cache reached every write: %d samples (armed %v)", n, armed)
 	}
 }

@@ -97,8 +97,10 @@ func (t *Tracker) Wait(ctx context.Context, rv string) error {
 // on the caller's goroutine, if that is so already, else on the goroutine
 // that advanced or stopped the tracker, after its lock is released. f may
 // call the tracker; it should be quick, since it delays the callbacks after
-// it. A panicking f is reported through utilruntime.HandleCrash, and the
-// other callbacks still run. stop calls f off, as context.AfterFunc's
+// it. A panicking f is reported through utilruntime.HandleCrash, and,
+// with utilruntime.ReallyCrash off, the other callbacks still run (with it
+// on, client-go's default, HandleCrash panics again: the process ends).
+// stop calls f off, as context.AfterFunc's
 // does: it reports whether it did (false once f has run, is running or was
 // stopped), and leaves no target behind. It is safe to call from any
 // goroutine, more than once, and from f.

@@ -72,7 +72,7 @@ func TestRecordedWritesAreDeclaredLost(t *testing.T) {
 	regs := make(chan reflector.Regression, 4)
 	inf, lw, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}},
 		cache.WithRegressionHandler(func(r reflector.Regression) { regs <- r }), cache.WithQuietProbeDelay(-1))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 20*time.Second)
+	ryw := New(cache.InformerList{inf}, 20*time.Second)
 	o := Owner{GroupKind: schema.GroupKind{Kind: "Owner"}, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "o"}, UID: "u"}
 	if err := ryw.Record(o, configMapsResource, cm("a", "300")); err != nil {
 		t.Fatal(err)

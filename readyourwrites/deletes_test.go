@@ -20,7 +20,7 @@ import (
 func TestDeleteWithFinalizersIsFresh(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("fin", "5"), "f1")}},
 		cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 2*time.Second)
+	ryw := New(cache.InformerList{inf}, 2*time.Second)
 	o := owner("p", "1")
 	if err := ryw.RecordDelete(o, configMapsResource, terminating(withUID(cm("fin", "12"), "f1"))); err != nil { // the DELETE response
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestDeleteErrorNamesOwner(t *testing.T) {
 	inf, lw, _ := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("held", "5"), "h1")}},
 		cache.WithResource(configMapsResource))
 	lw.queueLists(listResponse{rv: "10"})
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 50*time.Millisecond)
+	ryw := New(cache.InformerList{inf}, 50*time.Millisecond)
 	o := owner("parent", "1")
 	if err := ryw.RecordDelete(o, configMapsResource, withUID(cm("held", "11"), "h1")); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestDeleteOnQuietResource(t *testing.T) {
 	inf, lw, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("late", "6"), "l1")}},
 		cache.WithResource(configMapsResource))
 	lw.queueLists(listResponse{rv: "500"}) // other resources moved the global RV
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 5*time.Second)
+	ryw := New(cache.InformerList{inf}, 5*time.Second)
 	o := owner("p", "1")
 	if err := ryw.RecordDelete(o, configMapsResource, withUID(cm("late", "19"), "l1")); err != nil { // the DELETE response
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestDeleteOnQuietResource(t *testing.T) {
 // Concurrent records and checks of one owner neither race nor panic.
 func TestConcurrentSameOwner(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 2*time.Second)
+	ryw := New(cache.InformerList{inf}, 2*time.Second)
 	o := owner("p", "1")
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -118,7 +118,7 @@ func TestConcurrentSameOwner(t *testing.T) {
 // stays.
 func TestConcurrentSettles(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, time.Second)
+	ryw := New(cache.InformerList{inf}, time.Second)
 	o := owner("p", "1")
 	for _, name := range []string{"a", "b"} {
 		if err := ryw.RecordDelete(o, configMapsResource, withUID(cm(name, ""), name)); err != nil {
@@ -139,7 +139,7 @@ func TestConcurrentSettles(t *testing.T) {
 // Waiting on an informer that was never started fails at once.
 func TestNeverStartedFailsAtOnce(t *testing.T) {
 	inf := cache.NewSharedIndexInformer(newScriptedLW(t, listResponse{rv: "1"}), &corev1.ConfigMap{}, 0, nil, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 5*time.Second)
+	ryw := New(cache.InformerList{inf}, 5*time.Second)
 	o := owner("p", "1")
 	if err := ryw.Record(o, configMapsResource, cm("c", "7")); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // for the life of the process.
 func TestReadYourWritesOwnersBounded(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	const owners = 100_000
 	for i := range owners {
 		if err := ryw.Record(owner(fmt.Sprintf("p%d", i), "u"), configMapsResource, cm(fmt.Sprintf("c%d", i), "10")); err != nil {
@@ -49,7 +49,7 @@ func TestReadYourWritesMemoryFlat(t *testing.T) {
 		max, owners int
 		heap        uint64 // unbounded: some 700 bytes per owner
 	}{{"10", 1000, 100_000, 2 << 20}, {"20", 100, 4000, 1 << 20}} {
-		ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: c.max})
+		ryw := NewWithOptions(cache.InformerList{inf}, Options{MaxOwners: c.max})
 		record := func(from, n int) {
 			for i := from; i < from+n; i++ {
 				if err := ryw.Record(owner(fmt.Sprintf("p%d", i), "u"), configMapsResource, cm(fmt.Sprintf("c%d", i), c.rv)); err != nil {
@@ -74,7 +74,7 @@ func TestReadYourWritesMemoryFlat(t *testing.T) {
 func TestReadYourWritesIdleOwnersEvicted(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
 	clk := testingclock.NewFakePassiveClock(time.Now())
-	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{Clock: clk, OwnerIdleTimeout: time.Minute})
+	ryw := NewWithOptions(cache.InformerList{inf}, Options{Clock: clk, OwnerIdleTimeout: time.Minute})
 	idle, busy := owner("idle", "1"), owner("busy", "1")
 	for _, o := range []Owner{idle, busy} {
 		if err := ryw.Record(o, configMapsResource, cm("c-"+o.Name, "30")); err != nil {
@@ -99,7 +99,7 @@ func TestReadYourWritesIdleOwnersEvicted(t *testing.T) {
 // until the cache shows it.
 func TestReadYourWritesEvictionKeepsUnshownWrites(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 1})
+	ryw := NewWithOptions(cache.InformerList{inf}, Options{MaxOwners: 1})
 	a, b := owner("a", "1"), owner("b", "1")
 	other := owner("x", "1")
 	other.GroupKind = schema.GroupKind{Group: "apps", Kind: "Deployment"}
@@ -160,7 +160,7 @@ func TestReadYourWritesEvictionKeepsUnshownDeletes(t *testing.T) {
 		listed = append(listed, withUID(cm(fmt.Sprintf("o%d", i), "5"), fmt.Sprintf("u%d", i)))
 	}
 	inf, _, w := startScripted(t, listResponse{rv: "10", objects: listed}, cache.WithResource(configMapsResource))
-	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 10})
+	ryw := NewWithOptions(cache.InformerList{inf}, Options{MaxOwners: 10})
 	for i := range 10_000 {
 		o := owner(fmt.Sprintf("p%d", i), "1")
 		if err := ryw.RecordDelete(o, configMapsResource, listed[i%objects]); err != nil {
@@ -201,7 +201,7 @@ func TestReadYourWritesEvictionKeepsUnshownDeletes(t *testing.T) {
 func TestReadYourWritesDeleteSetBounded(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k")}},
 		cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("p", "1")
 	for range 3 {
 		if err := ryw.RecordDelete(o, configMapsResource, withUID(cm("kept", "5"), "k")); err != nil {
@@ -230,7 +230,7 @@ func TestReadYourWritesDeleteSetBounded(t *testing.T) {
 // never show anything, and every check of the kind would fail for ever.
 func TestReadYourWritesEvictedStoppedInformerDropped(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 1})
+	ryw := NewWithOptions(cache.InformerList{inf}, Options{MaxOwners: 1})
 	if err := ryw.Record(owner("a", "1"), configMapsResource, cm("ca", "50")); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestReadYourWritesEvictedStoppedInformerDropped(t *testing.T) {
 // owner's write is cached.
 func TestReadYourWritesConcurrentEviction(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := NewWithOptions(cache.InformerMap{configMapsResource: inf}, Options{MaxOwners: 2}) // fewer than the writers
+	ryw := NewWithOptions(cache.InformerList{inf}, Options{MaxOwners: 2}) // fewer than the writers
 	const writers, each = 4, 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex

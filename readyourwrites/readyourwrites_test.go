@@ -18,7 +18,7 @@ import (
 
 func TestReadYourWritesCheckAndEnsure(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("parent", "u1")
 
 	if err := ryw.CheckFresh(o); err != nil {
@@ -58,7 +58,7 @@ func TestReadYourWritesCheckAndEnsure(t *testing.T) {
 
 func TestReadYourWritesRecreatedOwnerDoesNotWait(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	if err := ryw.Record(owner("p", "old"), configMapsResource, cm("c", "99")); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestReadYourWritesDeletes(t *testing.T) {
 	// made no progress for its delay, and the delete's own wait is tested.
 	inf, lw, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1"), withUID(cm("late", "6"), "l1")}},
 		cache.WithResource(configMapsResource), cache.WithQuietProbeDelay(-1))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("p", "1")
 
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("gone", ""), "g1"))
@@ -126,7 +126,7 @@ func TestReadYourWritesDeletes(t *testing.T) {
 func TestReadYourWritesErrors(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource),
 		cache.WithSelector(cache.Selector{Namespace: "ns", Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 30*time.Millisecond)
+	ryw := New(cache.InformerList{inf}, 30*time.Millisecond)
 	o := owner("p", "1")
 
 	labelled := func(c *corev1.ConfigMap) *corev1.ConfigMap { c.Labels = map[string]string{"app": "x"}; return c }
@@ -161,7 +161,7 @@ func TestReadYourWritesErrors(t *testing.T) {
 
 func TestReadYourWritesConcurrentOwners(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 5*time.Second)
+	ryw := New(cache.InformerList{inf}, 5*time.Second)
 	const owners = 20
 	var wg sync.WaitGroup
 	for i := range owners {
@@ -192,7 +192,7 @@ func TestReadYourWritesConcurrentOwners(t *testing.T) {
 func TestReadYourWritesKeepsDeletesRecordedWhileChecking(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("kept", "5"), "k1")}},
 		cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("p", "1")
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("already-gone", ""), "g1"))
 	p := ryw.pending(o) // what a check sees

@@ -95,7 +95,7 @@ func TestRoutesToInformersHoldingTheKey(t *testing.T) {
 // Owners of different kinds with one namespace/name keep separate records.
 func TestOwnersOfDifferentKinds(t *testing.T) {
 	inf, _, _ := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, time.Second)
+	ryw := New(cache.InformerList{inf}, time.Second)
 	deploy := OwnerOf(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "d"}})
 	svc := OwnerOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "s"}})
 	if deploy.GroupKind != (schema.GroupKind{Group: "apps", Kind: "Deployment"}) || svc.GroupKind != (schema.GroupKind{Kind: "Service"}) {

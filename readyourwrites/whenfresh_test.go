@@ -46,7 +46,7 @@ func expectNotYet(t *testing.T, ch chan error) {
 
 func TestWhenFreshWrites(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("parent", "u1")
 
 	f, ch := notified()
@@ -79,7 +79,7 @@ func TestWhenFreshWrites(t *testing.T) {
 
 func TestWhenFreshStopLeavesNothing(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10"}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("parent", "u1")
 	if err := ryw.Record(o, configMapsResource, cm("child", "40")); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestWhenFreshInformerStops(t *testing.T) {
 	stopInformer := runInformer(t, inf)
 	lw.nextWatcher()
 	waitSynced(t, inf)
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("parent", "u1")
 	if err := ryw.Record(o, configMapsResource, cm("child", "40")); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestWhenFreshInformerStops(t *testing.T) {
 func TestWhenFreshDeletes(t *testing.T) {
 	inf, _, w := startScripted(t, listResponse{rv: "10", objects: []*corev1.ConfigMap{withUID(cm("gone", "5"), "g1")}},
 		cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("p", "1")
 	ryw.RecordDelete(o, configMapsResource, withUID(cm("gone", ""), "g1"))
 	f, ch := notified()
@@ -152,7 +152,7 @@ func TestWhenFreshDeletes(t *testing.T) {
 func TestWhenFreshInformerNeverStarted(t *testing.T) {
 	lw := newScriptedLW(t, listResponse{rv: "10"})
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, cache.WithResource(configMapsResource))
-	ryw := New(cache.InformerMap{configMapsResource: inf}, 0)
+	ryw := New(cache.InformerList{inf}, 0)
 	o := owner("p", "1")
 	if err := ryw.Record(o, configMapsResource, cm("x", "20")); err != nil {
 		t.Fatal(err)

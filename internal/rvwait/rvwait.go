@@ -7,7 +7,8 @@
 //
 // The owner decides what is published; Set only keeps the promise that a
 // wait returns nil once, and only while, the published position is at or
-// past its target and open.
+// past its target and open. Stopping keeps the position: a wait for a
+// target reached before the stop still returns nil, others fail.
 package rvwait
 
 import (
