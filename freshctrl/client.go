@@ -49,8 +49,9 @@ func (WaitTimeout) ApplyToList(*client.ListOptions) {}
 // resource in the listed namespace; a delete counts once the cache no
 // longer holds that UID, or holds it terminating. Waits use the informers'
 // applied resource version, which bookmarks advance too, are bounded by
-// Options.Timeout, and fail with a *readyourwrites.NotFreshError. A write no informer can
-// see (outside every namespace and selector) is not waited for. Per
+// Options.Timeout, and fail with a *readyourwrites.NotFreshError. A write
+// no informer can see (outside every namespace and selector) is not waited
+// for. Per
 // request, client.DisableReadYourWritesConsistency turns it off, as it does
 // for controller-runtime's own option (controller-runtime v0.25 and later;
 // v0.24 has no such option).

@@ -170,8 +170,9 @@ func (r *Requeuer) shutDown() {
 }
 
 // WhenFresh schedules req for when the cache reaches what err (a
-// *readyourwrites.NotFreshError from a FailIfNotFresh read) says it lacks, and returns the
-// result the reconciler should return with a nil error. The request comes
+// *readyourwrites.NotFreshError from a FailIfNotFresh read) says it
+// lacks, and returns the result the reconciler should return with a nil
+// error. The request comes
 // back through the queue's Add once the cache gets there, through Add
 // after MaxPark if it has not, or through AddRateLimited if it never will
 // (its informer stopped, or its resource versions cannot be ordered). A
@@ -183,8 +184,8 @@ func (r *Requeuer) shutDown() {
 // rate limiter. For an informer that is not a FreshInformer (from a
 // cache.Options.NewInformer hook), which cannot call back, the request is
 // re-queued through the rate limiter at once. ok is false when err is not
-// a *readyourwrites.NotFreshError or the Requeuer is not running: the reconciler returns
-// err itself.
+// a *readyourwrites.NotFreshError or the Requeuer is not running: the
+// reconciler returns err itself.
 func (r *Requeuer) WhenFresh(req reconcile.Request, err error) (result reconcile.Result, ok bool) {
 	var nf *readyourwrites.NotFreshError
 	if !errors.As(err, &nf) {
