@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,19 +24,24 @@ import (
 	"github.com/freshinformer/freshinformer/readyourwrites"
 )
 
-// A manager opts in with two fields; everything else is as before.
+// A manager opts in with two fields; everything else is as before. (The
+// manager only starts talking to the API server when it starts.)
 func ExampleNewCache() {
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		NewCache:  freshctrl.NewCache,
-		NewClient: freshctrl.NewClient,
-		Cache: cache.Options{
+	cfg := &rest.Config{Host: "https://kube-apiserver.invalid"} // ctrl.GetConfigOrDie() in production
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		NewCache:  freshctrl.NewCache,  // every informer a FreshInformer, metrics on the manager's /metrics
+		NewClient: freshctrl.NewClient, // cached reads reflect this client's own earlier writes
+		Cache: cache.Options{ // as before: all of it works
 			DefaultNamespaces: map[string]cache.Config{"team-a": {}, "team-b": {}},
 		},
 	})
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
-	_ = mgr.GetClient() // reads reflect this client's own writes
+	_, fresh := mgr.GetCache().(*freshctrl.Cache)
+	fmt.Println("freshctrl cache:", fresh)
+	// Output: freshctrl cache: true
 }
 
 // Settings other than the defaults go through an Options value.

@@ -94,6 +94,9 @@ type Requeuer struct {
 	timer    clock.Timer // fires at byDue[0].due; nil when nothing is pending
 	timerDue time.Time
 	stopped  bool // Start's context ended
+	// handing counts requests out of pending whose queue Add has not
+	// returned yet: Pending counts them, so a request is never in neither.
+	handing int
 }
 
 var _ source.Source = &Requeuer{}
@@ -289,8 +292,12 @@ func (r *Requeuer) due(p *pendingRequest, err error) {
 		r.mu.Unlock()
 		return
 	}
+	r.handing++
 	r.mu.Unlock()
 	r.hand(p.req, err)
+	r.mu.Lock()
+	r.handing--
+	r.mu.Unlock()
 }
 
 // hand gives a request back to the controller: at once when the cache got
@@ -322,6 +329,7 @@ func (r *Requeuer) expire() {
 	}
 	r.armLocked()
 	queue := r.queue
+	r.handing += len(reqs)
 	r.mu.Unlock()
 	for _, stop := range stops {
 		stop()
@@ -329,13 +337,18 @@ func (r *Requeuer) expire() {
 	for _, req := range reqs {
 		queue.Add(req)
 	}
+	r.mu.Lock()
+	r.handing -= len(reqs)
+	r.mu.Unlock()
 }
 
-// Pending returns how many requests wait for a cache.
+// Pending returns how many requests wait for a cache, counting those on
+// their way back to the queue: once it is 0, every request the Requeuer
+// gave back is in the queue.
 func (r *Requeuer) Pending() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pending)
+	return len(r.pending) + r.handing
 }
 
 // removeLocked takes p out of the map and the heap. r.mu is held.

@@ -80,3 +80,15 @@ func ExampleTracker_AfterFunc() {
 	// called off: true
 	// after Stop: true
 }
+
+// A resource version compared as a string each time, or parsed once.
+func ExampleParseRV() {
+	c, err := freshness.Compare("999", "1000") // -1, nil: identical to apimachinery's CompareResourceVersion
+	fmt.Println(c, err)
+	rv, err := freshness.ParseRV("105") // parsed once; RV.Compare is then one integer comparison
+	applied, _ := freshness.ParseRV("104")
+	fmt.Println(rv, err, rv.Compare(applied))
+	// Output:
+	// -1 <nil>
+	// 105 <nil> 1
+}

@@ -246,7 +246,7 @@ func (b *ClientBuilder) build() (*Client, error) {
 	}
 
 	runCtx, stop := context.WithCancel(context.Background())
-	c := &Client{Client: fc, cache: cc.(*freshctrl.Cache), server: server, srv: srv, stop: stop, done: make(chan struct{})}
+	c := &Client{Client: fc, cache: cc.(*freshctrl.Cache), server: server, srv: srv, runCtx: runCtx, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		c.startErr = cc.Start(runCtx)
@@ -287,10 +287,17 @@ type Client struct {
 	cache    *freshctrl.Cache
 	server   client.WithWatch
 	srv      *server
+	runCtx   context.Context // ends with Stop
 	stop     context.CancelFunc
 	done     chan struct{}
 	startErr error
 	stopOnce sync.Once
+
+	requeueMu   sync.Mutex // guards requeuer, queue and stopped
+	requeuer    *freshctrl.Requeuer
+	queue       *settleQueue
+	stopped     bool
+	reconcileMu sync.Mutex // one Reconcile at a time
 }
 
 var _ client.WithWatch = (*Client)(nil)
@@ -338,6 +345,12 @@ func (c *Client) Stop() {
 	c.stopOnce.Do(func() {
 		c.stop()
 		<-c.done
+		c.requeueMu.Lock()
+		defer c.requeueMu.Unlock()
+		c.stopped = true
+		if c.queue != nil {
+			c.queue.ShutDown()
+		}
 	})
 }
 

@@ -32,6 +32,13 @@
 //     Requeuer parks the request and puts it back in the queue once the
 //     informers resume (see the examples). PauseInformersFor resumes them
 //     by itself after a while.
+//   - Reconcile runs a reconciler to completion, as its controller would:
+//     Requeue and RequeueAfter results run it again at once (no real time
+//     is waited for), a request parked with the Client's Requeuer (a
+//     started freshctrl.Requeuer, for the reconciler's WhenFresh) runs
+//     again once the cache has caught up, an error ends it, and a
+//     reconciler that never settles fails with a *NotSettledError after
+//     MaxReconciles rounds (see the Client.Reconcile example).
 //   - FailOnStaleReads turns the stale-read detector on (package
 //     stalereads) and fails the test with each read through the cache
 //     that returns older state than the Client's own earlier write: with

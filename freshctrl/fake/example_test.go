@@ -189,3 +189,59 @@ func ExampleClient_PauseInformersFor() {
 	// stale read (older than this process's write): GetByKey of default/cm returned 2, written at 3
 	// through the client: v
 }
+
+// ParentReconciler labels its parent ConfigMap, then runs again to check
+// its own write. Its reads never block a worker: they use FailIfNotFresh,
+// and a read the cache is not fresh enough for parks the request with its
+// Requeuer, which gives it back once the cache has caught up.
+type ParentReconciler struct {
+	client.Client
+	Requeuer *freshctrl.Requeuer
+}
+
+func (r *ParentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var parent corev1.ConfigMap
+	if err := r.Get(ctx, req.NamespacedName, &parent, freshctrl.FailIfNotFresh); err != nil {
+		if res, ok := r.Requeuer.WhenFresh(req, err); ok {
+			fmt.Println("the cache is behind our write: parked")
+			return res, nil
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if parent.Labels["seen"] == "yes" {
+		fmt.Println("up to date: the cache has our label")
+		return reconcile.Result{}, nil
+	}
+	parent.Labels = map[string]string{"seen": "yes"}
+	if err := r.Update(ctx, &parent); err != nil {
+		return reconcile.Result{}, err
+	}
+	fmt.Println("labelled the parent")
+	return reconcile.Result{RequeueAfter: time.Minute}, nil // check the write
+}
+
+// Reconcile runs a reconciler to completion as its controller would:
+// RequeueAfter runs it again at once, and a request parked with the
+// Client's Requeuer runs again when the cache has caught up. Here the
+// informers lag behind every write for a while.
+func ExampleClient_Reconcile() {
+	ctx := context.Background()
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "parent"}}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(parent)}
+	c := fake.NewClientBuilder().WithObjects(parent).Build() // was: sigs.k8s.io/controller-runtime/pkg/client/fake
+	defer c.Stop()
+	r := &ParentReconciler{Client: c, Requeuer: c.Requeuer()} // a started Requeuer: WhenFresh parks requests
+
+	if err := c.Get(ctx, req.NamespacedName, &corev1.ConfigMap{}); err != nil { // informers are made on first use
+		fmt.Println(err)
+		return
+	}
+	c.PauseInformersFor(500 * time.Millisecond) // the cache lags behind the reconciler's write
+	res, err := c.Reconcile(ctx, r, req)        // until it settles: requeues and parked requests run again
+	fmt.Println("settled:", res.IsZero(), err)
+	// Output:
+	// labelled the parent
+	// the cache is behind our write: parked
+	// up to date: the cache has our label
+	// settled: true <nil>
+}
