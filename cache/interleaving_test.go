@@ -60,8 +60,12 @@ func runInterleaving(t *testing.T, mode streamMode, rng *rand.Rand, stall bool) 
 		return nil, nil
 	}}
 	lw := newScriptedLW(t, mode, listResponse{rv: "1"})
-	// See startScripted for the snapshot limit.
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow, scriptOptions()...)
+	// See startScripted for the snapshot limit. No quiet probes: the
+	// scripted server's consistent reads stay at its list's resource
+	// version while the script writes on, which a probe would rightly take
+	// for a server behind the waits (too large resource version) while the
+	// stalled reader holds the stream back.
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, slow, scriptOptions(WithQuietProbeDelay(-1))...)
 	var w *watch.RaceFreeFakeWatcher // set before the first event is sent
 	if stall {
 		var once sync.Once
