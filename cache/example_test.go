@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/freshtest"
 )
 
 // A reconciler writes through the API server, then reads its cache. It
@@ -65,4 +68,29 @@ func ExampleFreshInformer_WaitForFreshness() {
 	cm, err := lister.ConfigMaps("default").Get("settings")
 	fmt.Println(cm.ResourceVersion, err, informer.LastObservedResourceVersion())
 	// Output: 105 <nil> 105
+}
+
+// A busy controller need not block a worker while its cache catches up:
+// CheckFreshness says at once what WaitForFreshness would, and
+// AfterFreshness calls back when the cache gets there (a workqueue re-adds
+// the key then).
+func ExampleFreshInformer_CheckFreshness() {
+	client := freshtest.NewClientset()
+	factory := cache.NewSharedInformerFactory(client, 0)
+	informer, _ := cache.FreshInformerOf(factory.Core().V1().ConfigMaps().Informer())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	err := informer.CheckFreshness("1000000") // a write this cache has not seen
+	fmt.Println(errors.Is(err, freshness.ErrNotFresh))
+
+	cm, _ := client.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{})
+	fresh := make(chan error, 1)
+	informer.AfterFreshness(cm.ResourceVersion, func(err error) { fresh <- err }) // queue.Add(key) in a controller
+	fmt.Println(<-fresh, informer.CheckFreshness(cm.ResourceVersion))
+	// Output:
+	// true
+	// <nil> <nil>
 }
