@@ -127,7 +127,7 @@ func (w *windowWaits) check(t *testing.T) {
 }
 
 // reconnectGate is the informer's HTTP transport: once armed, after one of
-// the Reflector's watch requests has failed (the apiserver is down), it
+// the Reflector's requests has failed (the apiserver is down), it
 // refuses the Reflector's next requests (watches and lists, not the
 // informer's probes) with "connection refused", as if the apiserver were
 // still unreachable from the informer, until released: the informer has
@@ -156,14 +156,14 @@ func (g *reconnectGate) release() {
 	g.armed = false
 }
 
-// exercised fails the test unless one of the Reflector's watches failed
+// exercised fails the test unless one of the Reflector's requests failed
 // while armed: otherwise nothing kept the informer out of the window.
 func (g *reconnectGate) exercised(t *testing.T) {
 	t.Helper()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.failed) == 0 {
-		t.Errorf("no watch of the informer failed while the apiserver was down: the test did not exercise the window")
+		t.Errorf("no list or watch of the informer failed while the apiserver was down: the test did not exercise the window")
 	}
 }
 
@@ -227,7 +227,9 @@ func (t gateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.rt.RoundTrip(req)
-	if refl && isWatch(req) && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusGone) {
+	// A list fails so too: after a stream the server ended early, the
+	// informer relists before it watches again.
+	if refl && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusGone) {
 		g.mu.Lock()
 		if g.armed {
 			why := "error"
