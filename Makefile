@@ -88,14 +88,23 @@ lint: ## gofmt check, go vet, staticcheck (pinned).
 
 # --- real control plane (integration/) -------------------------------------
 # kube-apiserver and etcd are built from Go modules (integration/tools) and
-# cached outside the clone; see integration/README.md.
+# cached outside the clone; see integration/README.md. KUBE picks the
+# kube-apiserver version for every target below (1.35, 1.36, 1.37, or an
+# exact v1.37.2; default: DEFAULT_KUBE in integration/hack/build-bins.sh).
 BINS := integration/hack/build-bins.sh
+KUBE ?=
+export KUBE
 INTEGRATION_TIMEOUT ?= 20m
 DEMO_CMD ?= go run ./examples/demo
 
-.PHONY: bins integration demo
+.PHONY: bins control-plane-bins integration demo
 
-bins: ## Build kube-apiserver + etcd from Go modules once (first run: several minutes), cached in ~/.cache/freshinformer/bins.
+bins: ## Build kube-apiserver, etcd and etcdutl from Go modules once (first run: several minutes), cached in ~/.cache/freshinformer/bins; KUBE=1.35 picks another kube-apiserver.
+	@GO=$(GO) $(BINS) --etcdutl >/dev/null
+
+# kube-apiserver and etcd only: what the demo and the benchmarks need
+# (etcdutl is for the restore tests).
+control-plane-bins:
 	@GO=$(GO) $(BINS) >/dev/null
 
 integration: bins ## Integration tests (-race) against a real etcd + kube-apiserver; never leaves processes behind.
@@ -112,7 +121,7 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real cont
 	  echo "[demo] DEMO_KUBECONFIG is set: running against $(DEMO_KUBECONFIG)"; \
 	  KUBECONFIG="$(DEMO_KUBECONFIG)" $(DEMO_CMD); \
 	else \
-	  $(MAKE) --no-print-directory bins && \
+	  GO=$(GO) $(BINS) >/dev/null && \
 	  assets=$$(GO=$(GO) $(BINS) --dir) && \
 	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster) && \
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
@@ -126,7 +135,7 @@ CONFORMANCE_ARGS ?=
 
 .PHONY: conformance
 
-conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
+conformance: control-plane-bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
 	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)
@@ -145,12 +154,12 @@ soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restar
 	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_SOAK=$(SOAK_DURATION) FRESHINFORMER_SOAK_SEED=$(SOAK_SEED) \
 	  ./hack/with-reaper.sh $(GO) test -race -count=1 -v -run '^TestSoakCluster$$' -timeout 2h ./e2e/
 
-scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, shared-stream latency, relist, idle waiters (about 7 min); prints a Markdown table.
+scale: control-plane-bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, shared-stream latency, relist, idle waiters (about 7 min); prints a Markdown table.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/scale ./cmd/scale && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)
 
-quiet-bench: bins ## Quiet resources (issue 21) on a real apiserver: WaitForFreshness and Sync latency and probe cost per size, kind (watch cache or none) and probe route, or -mode=curve for the snapshot cost curve; QUIETBENCH_ARGS adds flags (-help lists them); prints Markdown tables.
+quiet-bench: control-plane-bins ## Quiet resources (issue 21) on a real apiserver: WaitForFreshness and Sync latency and probe cost per size, kind (watch cache or none) and probe route, or -mode=curve for the snapshot cost curve; QUIETBENCH_ARGS adds flags (-help lists them); prints Markdown tables.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/quietbench ./cmd/quietbench && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/quietbench $(QUIETBENCH_ARGS)
@@ -165,7 +174,7 @@ HEAPSOAK_ARGS ?=
 
 .PHONY: soak-heap
 
-soak-heap: bins ## A controller with write recording, requeue and metrics on a real control plane, owners created and deleted without end, for 10 min: fails unless heap and goroutines stay flat; HEAPSOAK_ARGS adds flags.
+soak-heap: control-plane-bins ## A controller with write recording, requeue and metrics on a real control plane, owners created and deleted without end, for 10 min: fails unless heap and goroutines stay flat; HEAPSOAK_ARGS adds flags.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/heapsoak ./cmd/heapsoak && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/heapsoak $(HEAPSOAK_ARGS)
