@@ -33,12 +33,12 @@ api: ## Rewrite api/*.txt, the exported API of both modules (make test fails whe
 codegen: ## Regenerate examples/crdcontroller's clientset, listers and informers (k8s.io/code-generator at go.mod's client-go); make test fails when they are stale.
 	GO=$(GO) hack/update-codegen.sh
 
-promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing promtool (Debian package prometheus), once"; \
+promtool: ## Install promtool and prometheus (Debian package prometheus) if missing: the alert rule checks and dashboard-check need them.
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
+	  echo "installing promtool and prometheus (Debian package prometheus), once"; \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	  command -v promtool >/dev/null; }
+	  command -v promtool >/dev/null && command -v prometheus >/dev/null; }
 
 bench: ## Run benchmarks (BENCHCOUNT runs each) into bench.txt, for benchstat.
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS) | tee bench.txt
@@ -127,6 +127,19 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real cont
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
 	  integration/bin/withcluster -- $(DEMO_CMD); \
 	fi
+
+# --- the dashboard on a real Prometheus (docs/metrics.md) -------------------
+DASHBOARD_CHECK_ARGS ?=
+
+.PHONY: dashboard-check
+
+dashboard-check: control-plane-bins promtool ## The Grafana dashboard against a real Prometheus (Debian's) scraping the demo, default and detailed metrics: prints each panel's queries and whether they returned data; fails if one returns nothing (about 2 min once built).
+	@assets=$$(GO=$(GO) $(BINS) --dir) && \
+	  $(GO) build -o integration/bin/demo ./examples/demo && \
+	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster && $(GO) build -o bin/dashboardcheck ./cmd/dashboardcheck) && \
+	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
+	  integration/bin/withcluster -- integration/bin/dashboardcheck -demo integration/bin/demo \
+	  -dashboard metrics/monitoring/dashboard.json $(DASHBOARD_CHECK_ARGS)
 
 # --- upstream's own tests against the library (integration/conformance) ----
 # See docs/conformance.md. CONFORMANCE_ARGS adds flags (-suite=cr_cache runs
