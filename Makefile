@@ -128,10 +128,17 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real cont
 	  integration/bin/withcluster -- $(DEMO_CMD); \
 	fi
 
-# --- the dashboard on a real Prometheus (docs/metrics.md) -------------------
+# --- the dashboard on a real Prometheus, the supported servers --------------
+# dashboard-check: docs/metrics.md. support-matrix: docs/support-matrix.md;
+# SUPPORT_VERSIONS picks the versions (default: every
+# integration/tools/kube-<minor>), SUPPORT_MATRIX_DOC is the file whose report
+# it rewrites (empty: print only), SUPPORT_TESTS replaces the smoke tests.
 DASHBOARD_CHECK_ARGS ?=
+SUPPORT_VERSIONS ?=
+SUPPORT_TESTS ?=
+SUPPORT_MATRIX_DOC ?= docs/support-matrix.md
 
-.PHONY: dashboard-check
+.PHONY: dashboard-check support-matrix
 
 dashboard-check: control-plane-bins promtool ## The Grafana dashboard against a real Prometheus (Debian's) scraping the demo, default and detailed metrics: prints each panel's queries and whether they returned data; fails if one returns nothing (about 2 min once built).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && \
@@ -140,6 +147,9 @@ dashboard-check: control-plane-bins promtool ## The Grafana dashboard against a 
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
 	  integration/bin/withcluster -- integration/bin/dashboardcheck -demo integration/bin/demo \
 	  -dashboard metrics/monitoring/dashboard.json $(DASHBOARD_CHECK_ARGS)
+
+support-matrix: ## The integration smoke (demo -check, server behaviour, quiet and restore tests) on every supported kube-apiserver (1.35, 1.36, 1.37; each built once, about 10 min cold): a Markdown report into docs/support-matrix.md.
+	GO=$(GO) SUPPORT_MATRIX_DOC=$(SUPPORT_MATRIX_DOC) SUPPORT_TESTS='$(SUPPORT_TESTS)' integration/hack/support-matrix.sh $(SUPPORT_VERSIONS)
 
 # --- upstream's own tests against the library (integration/conformance) ----
 # See docs/conformance.md. CONFORMANCE_ARGS adds flags (-suite=cr_cache runs
