@@ -187,7 +187,7 @@ quiet-bench: control-plane-bins ## Quiet resources (issue 21) on a real apiserve
 	  $(GO) build -o bin/quietbench ./cmd/quietbench && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/quietbench $(QUIETBENCH_ARGS)
 
-restart-cost: bins ## What a kube-apiserver restart costs 100 informers (20 namespaces x 5 kinds, 50 and 500 objects each), client-go's factory vs ours side by side behind counting proxies: requests, bytes, write-to-lister/wait latency (about 4 min); RESTARTCOST_ARGS adds flags (-help lists them); prints Markdown tables.
+restart-cost: control-plane-bins ## What a kube-apiserver restart costs 100 informers (20 namespaces x 5 kinds, 50 and 500 objects each), client-go's factory vs ours side by side behind counting proxies: requests, bytes, write-to-lister/wait latency (about 4 min); RESTARTCOST_ARGS adds flags (-help lists them); prints Markdown tables.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/restartcost ./cmd/restartcost && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/restartcost $(RESTARTCOST_ARGS)
