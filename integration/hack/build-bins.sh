@@ -127,7 +127,7 @@ if complete; then
 fi
 
 log "building kube-apiserver $KUBE_VERSION (integration/tools/kube-1.$kube_minor) and etcd $ETCD_VERSION (integration/tools/etcd) into $dir"
-log "first build: downloads ~570 MB of modules, then compiles for 6-12 min on an idle 2-core machine (adds ~2 GB to the Go build cache); later runs reuse $root"
+log "first build: downloads ~570 MB of modules, then compiles: 10-15 min measured on busy 2-core machines, less when idle (adds ~2 GB to the Go build cache); later runs reuse $root"
 tmp=$(mktemp -d "$root/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
