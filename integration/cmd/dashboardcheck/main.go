@@ -5,13 +5,15 @@
 //
 // It needs KUBECONFIG (withcluster sets it) and a prometheus binary (Debian's
 // prometheus package). It runs the demo twice at once, with the default
-// metrics and with -detailed-metrics, has Prometheus scrape both as two jobs,
+// metrics and with -detailed-metrics and the stale-read detector on
+// (FRESHINFORMER_DEBUG=stalereads=1), has Prometheus scrape both as two jobs,
 // lets them run, then evaluates every query of the dashboard (its template
 // variables and each panel's targets, with Grafana's variables filled in)
 // once per job through Prometheus' HTTP API, and prints per query whether it
 // returned data. A panel in the row whose title names WithDetailedMetrics
 // must return data for the detailed job and none for the default one (it
-// must not show a made-up percentile); every other panel must return data
+// must not show a made-up percentile), and so must a panel in the row whose
+// title names the stale-read detector; every other panel must return data
 // for both. Any other result fails the check (exit status 1), and so does a
 // demo that does not pass its own -check (a read after WaitForFreshness that
 // was stale, a wait that failed).
@@ -80,8 +82,13 @@ const (
 	jobDetailed = "freshinformer-demo-detailed"
 )
 
-// needsDetailed names the row of panels that need WithDetailedMetrics.
-var needsDetailed = regexp.MustCompile(`WithDetailedMetrics`)
+// needsDetailed names the row of panels that need WithDetailedMetrics,
+// needsDetector the row of those that need the stale-read detector: the
+// detailed job has both, the default job neither.
+var (
+	needsDetailed = regexp.MustCompile(`WithDetailedMetrics`)
+	needsDetector = regexp.MustCompile(`stale-read detector`)
+)
 
 type dashboard struct {
 	Templating struct {
@@ -138,12 +145,16 @@ func run(ctx context.Context, dashboardPath, demo, promBin string, warmup, scrap
 		if job == jobDetailed {
 			args = append(args, "-detailed-metrics")
 		}
-		addr, err := procs.startDemo(ctx, demo, job, args)
+		var env []string
+		if job == jobDetailed {
+			env = []string{"FRESHINFORMER_DEBUG=stalereads=1"}
+		}
+		addr, err := procs.startDemo(ctx, demo, job, args, env)
 		if err != nil {
 			return false, err
 		}
 		addrs[job] = addr
-		logf("%s: the demo%s serves metrics on %s", job, map[bool]string{true: " with -detailed-metrics", false: ""}[job == jobDetailed], addr)
+		logf("%s: the demo%s serves metrics on %s", job, map[bool]string{true: " with -detailed-metrics and the stale-read detector", false: ""}[job == jobDetailed], addr)
 	}
 
 	// Prometheus, on a free port, scraping both.
@@ -235,8 +246,8 @@ func run(ctx context.Context, dashboardPath, demo, promBin string, warmup, scrap
 			continue
 		}
 		panels++
-		detailedOnly := needsDetailed.MatchString(row)
-		fmt.Printf("-- panel: %s%s\n", p.Title, map[bool]string{true: " (needs WithDetailedMetrics: data only for the detailed job)", false: ""}[detailedOnly])
+		detailedOnly := needsDetailed.MatchString(row) || needsDetector.MatchString(row)
+		fmt.Printf("-- panel: %s%s\n", p.Title, map[bool]string{true: " (" + row + ": data only for the detailed job)", false: ""}[detailedOnly])
 		for _, tg := range p.Targets {
 			queries++
 			fmt.Printf("   %s %q\n      %s\n", tg.RefID, tg.LegendFormat, tg.Expr)
@@ -320,8 +331,11 @@ func (g *procGroup) add(cmd *exec.Cmd, name string) {
 
 // startDemo runs the demo and returns the address it serves metrics on,
 // read from its output.
-func (g *procGroup) startDemo(ctx context.Context, demo, job string, args []string) (string, error) {
+func (g *procGroup) startDemo(ctx context.Context, demo, job string, args, env []string) (string, error) {
 	cmd := exec.Command(demo, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = prefixed(job)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
