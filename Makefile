@@ -148,7 +148,7 @@ dashboard-check: control-plane-bins promtool ## The Grafana dashboard against a 
 	  integration/bin/withcluster -- integration/bin/dashboardcheck -demo integration/bin/demo \
 	  -dashboard metrics/monitoring/dashboard.json $(DASHBOARD_CHECK_ARGS)
 
-support-matrix: ## The integration smoke (demo -check, server behaviour, quiet and restore tests) on every supported kube-apiserver (1.35, 1.36, 1.37; each built once, about 10 min cold): a Markdown report into docs/support-matrix.md.
+support-matrix: ## The integration smoke (demo -check, server behaviour, quiet and restore tests) on every supported kube-apiserver (1.35, 1.36, 1.37; each built once, 10 to 15 min cold on 2 cores, then about 6 min a version): a Markdown report into docs/support-matrix.md.
 	GO=$(GO) SUPPORT_MATRIX_DOC=$(SUPPORT_MATRIX_DOC) SUPPORT_TESTS='$(SUPPORT_TESTS)' integration/hack/support-matrix.sh $(SUPPORT_VERSIONS)
 
 # --- upstream's own tests against the library (integration/conformance) ----

@@ -95,6 +95,8 @@ for v in "${versions[@]}"; do
 		e2e_result=FAIL
 		failed=1
 		[ "$fail" -eq 0 ] && tail -40 "$work/e2e-$v.log" >&2
+		# What each failed test said: its block after "--- FAIL".
+		awk '/^--- FAIL/ { p = 1; print; next } /^(--- |=== |ok|FAIL|PASS)/ { p = 0 } p' "$work/e2e-$v.log" | cut -c1-400 | sed 's/^/    /' >&2
 	fi
 	while read -r status name took; do
 		[[ " ${seen_tests[*]:-} " == *" $name "* ]] || seen_tests+=("$name")
