@@ -33,12 +33,12 @@ api: ## Rewrite api/*.txt, the exported API of both modules (make test fails whe
 codegen: ## Regenerate examples/crdcontroller's clientset, listers and informers (k8s.io/code-generator at go.mod's client-go); make test fails when they are stale.
 	GO=$(GO) hack/update-codegen.sh
 
-promtool: ## Install promtool (Debian package prometheus) if missing: the alert rule checks need it.
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing promtool (Debian package prometheus), once"; \
+promtool: ## Install promtool and prometheus (Debian package prometheus) if missing: the alert rule checks and dashboard-check need them.
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
+	  echo "installing promtool and prometheus (Debian package prometheus), once"; \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	  command -v promtool >/dev/null; }
+	  command -v promtool >/dev/null && command -v prometheus >/dev/null; }
 
 bench: ## Run benchmarks (BENCHCOUNT runs each) into bench.txt, for benchstat.
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS) | tee bench.txt
@@ -88,14 +88,23 @@ lint: ## gofmt check, go vet, staticcheck (pinned).
 
 # --- real control plane (integration/) -------------------------------------
 # kube-apiserver and etcd are built from Go modules (integration/tools) and
-# cached outside the clone; see integration/README.md.
+# cached outside the clone; see integration/README.md. KUBE picks the
+# kube-apiserver version for every target below (1.35, 1.36, 1.37, or an
+# exact v1.37.2; default: DEFAULT_KUBE in integration/hack/build-bins.sh).
 BINS := integration/hack/build-bins.sh
+KUBE ?=
+export KUBE
 INTEGRATION_TIMEOUT ?= 20m
 DEMO_CMD ?= go run ./examples/demo
 
-.PHONY: bins integration demo
+.PHONY: bins control-plane-bins integration demo
 
-bins: ## Build kube-apiserver + etcd from Go modules once (first run: several minutes), cached in ~/.cache/freshinformer/bins.
+bins: ## Build kube-apiserver, etcd and etcdutl from Go modules once (first run: several minutes), cached in ~/.cache/freshinformer/bins; KUBE=1.35 picks another kube-apiserver.
+	@GO=$(GO) $(BINS) --etcdutl >/dev/null
+
+# kube-apiserver and etcd only: what the demo and the benchmarks need
+# (etcdutl is for the restore tests).
+control-plane-bins:
 	@GO=$(GO) $(BINS) >/dev/null
 
 integration: bins ## Integration tests (-race) against a real etcd + kube-apiserver; never leaves processes behind.
@@ -112,12 +121,35 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real cont
 	  echo "[demo] DEMO_KUBECONFIG is set: running against $(DEMO_KUBECONFIG)"; \
 	  KUBECONFIG="$(DEMO_KUBECONFIG)" $(DEMO_CMD); \
 	else \
-	  $(MAKE) --no-print-directory bins && \
+	  GO=$(GO) $(BINS) >/dev/null && \
 	  assets=$$(GO=$(GO) $(BINS) --dir) && \
 	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster) && \
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
 	  integration/bin/withcluster -- $(DEMO_CMD); \
 	fi
+
+# --- the dashboard on a real Prometheus, the supported servers --------------
+# dashboard-check: docs/metrics.md. support-matrix: docs/support-matrix.md;
+# SUPPORT_VERSIONS picks the versions (default: every
+# integration/tools/kube-<minor>), SUPPORT_MATRIX_DOC is the file whose report
+# it rewrites (empty: print only), SUPPORT_TESTS replaces the smoke tests.
+DASHBOARD_CHECK_ARGS ?=
+SUPPORT_VERSIONS ?=
+SUPPORT_TESTS ?=
+SUPPORT_MATRIX_DOC ?= docs/support-matrix.md
+
+.PHONY: dashboard-check support-matrix
+
+dashboard-check: control-plane-bins promtool ## The Grafana dashboard against a real Prometheus (Debian's) scraping the demo, default and detailed metrics: prints each panel's queries and whether they returned data; fails if one returns nothing (about 2 min once built).
+	@assets=$$(GO=$(GO) $(BINS) --dir) && \
+	  $(GO) build -o integration/bin/demo ./examples/demo && \
+	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster && $(GO) build -o bin/dashboardcheck ./cmd/dashboardcheck) && \
+	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
+	  integration/bin/withcluster -- integration/bin/dashboardcheck -demo integration/bin/demo \
+	  -dashboard metrics/monitoring/dashboard.json $(DASHBOARD_CHECK_ARGS)
+
+support-matrix: ## The integration smoke (demo -check, server behaviour, quiet and restore tests) on every supported kube-apiserver (1.35, 1.36, 1.37; each built once, 10 to 15 min cold on 2 cores, then about 6 min a version): a Markdown report into docs/support-matrix.md.
+	GO=$(GO) SUPPORT_MATRIX_DOC=$(SUPPORT_MATRIX_DOC) SUPPORT_TESTS='$(SUPPORT_TESTS)' integration/hack/support-matrix.sh $(SUPPORT_VERSIONS)
 
 # --- upstream's own tests against the library (integration/conformance) ----
 # See docs/conformance.md. CONFORMANCE_ARGS adds flags (-suite=cr_cache runs
@@ -126,7 +158,7 @@ CONFORMANCE_ARGS ?=
 
 .PHONY: conformance
 
-conformance: bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
+conformance: control-plane-bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
 	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)
@@ -145,17 +177,17 @@ soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restar
 	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_SOAK=$(SOAK_DURATION) FRESHINFORMER_SOAK_SEED=$(SOAK_SEED) \
 	  ./hack/with-reaper.sh $(GO) test -race -count=1 -v -run '^TestSoakCluster$$' -timeout 2h ./e2e/
 
-scale: bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, shared-stream latency, relist, idle waiters (about 7 min); prints a Markdown table.
+scale: control-plane-bins ## FreshInformer vs client-go's informer on a real apiserver: 10k/30k sync, update stream, shared-stream latency, relist, idle waiters (about 7 min); prints a Markdown table.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/scale ./cmd/scale && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/scale $(SCALE_ARGS)
 
-quiet-bench: bins ## Quiet resources (issue 21) on a real apiserver: WaitForFreshness and Sync latency and probe cost per size, kind (watch cache or none) and probe route, or -mode=curve for the snapshot cost curve; QUIETBENCH_ARGS adds flags (-help lists them); prints Markdown tables.
+quiet-bench: control-plane-bins ## Quiet resources (issue 21) on a real apiserver: WaitForFreshness and Sync latency and probe cost per size, kind (watch cache or none) and probe route, or -mode=curve for the snapshot cost curve; QUIETBENCH_ARGS adds flags (-help lists them); prints Markdown tables.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/quietbench ./cmd/quietbench && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/quietbench $(QUIETBENCH_ARGS)
 
-restart-cost: bins ## What a kube-apiserver restart costs 100 informers (20 namespaces x 5 kinds, 50 and 500 objects each), client-go's factory vs ours side by side behind counting proxies: requests, bytes, write-to-lister/wait latency (about 4 min); RESTARTCOST_ARGS adds flags (-help lists them); prints Markdown tables.
+restart-cost: control-plane-bins ## What a kube-apiserver restart costs 100 informers (20 namespaces x 5 kinds, 50 and 500 objects each), client-go's factory vs ours side by side behind counting proxies: requests, bytes, write-to-lister/wait latency (about 4 min); RESTARTCOST_ARGS adds flags (-help lists them); prints Markdown tables.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/restartcost ./cmd/restartcost && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/restartcost $(RESTARTCOST_ARGS)
@@ -165,7 +197,7 @@ HEAPSOAK_ARGS ?=
 
 .PHONY: soak-heap
 
-soak-heap: bins ## A controller with write recording, requeue and metrics on a real control plane, owners created and deleted without end, for 10 min: fails unless heap and goroutines stay flat; HEAPSOAK_ARGS adds flags.
+soak-heap: control-plane-bins ## A controller with write recording, requeue and metrics on a real control plane, owners created and deleted without end, for 10 min: fails unless heap and goroutines stay flat; HEAPSOAK_ARGS adds flags.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/heapsoak ./cmd/heapsoak && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/heapsoak $(HEAPSOAK_ARGS)

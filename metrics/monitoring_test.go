@@ -74,13 +74,22 @@ func checkRefs(t *testing.T, where, expr string, names map[string]bool) {
 }
 
 type dashboard struct {
-	Panels []struct {
-		Title   string `json:"title"`
-		Targets []struct {
-			Expr string `json:"expr"`
-		} `json:"targets"`
-	} `json:"panels"`
+	Panels []dashboardPanel `json:"panels"`
 }
+
+type dashboardPanel struct {
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Targets     []struct {
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+	} `json:"targets"`
+}
+
+// detailedRow is the title of the dashboard's row of panels that need
+// WithDetailedMetrics (docs/metrics.md).
+const detailedRow = "Percentiles (need metrics.WithDetailedMetrics)"
 
 func loadDashboard(t *testing.T) dashboard {
 	t.Helper()
@@ -102,11 +111,97 @@ func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
 		t.Fatal("dashboard has no panels")
 	}
 	for _, p := range d.Panels {
+		if p.Type == "row" {
+			if len(p.Targets) != 0 {
+				t.Errorf("row %q has queries", p.Title)
+			}
+			continue
+		}
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 		for _, tg := range p.Targets {
 			checkRefs(t, "panel "+p.Title, tg.Expr, names)
+		}
+	}
+}
+
+// The default histograms have one bucket (le="1"), where a percentile only
+// says whether it is under a second (histogram_quantile answers about
+// 990 ms for waits of microseconds). Percentiles are only in the row of
+// panels that need WithDetailedMetrics, and each keeps only histograms with
+// more than one finite bucket, so that without them the panel shows no data
+// rather than a made-up figure (make dashboard-check checks both on a real
+// Prometheus).
+func TestDashboardPercentilesOnlyWithDetailedBuckets(t *testing.T) {
+	guard := regexp.MustCompile(`and on \([^)]*\) \(count without \(le\) \(freshinformer_[a-z_]+_bucket\{[^}]*\}\) > 2\)`)
+	row, percentiles := "", 0
+	for _, p := range loadDashboard(t).Panels {
+		if p.Type == "row" {
+			row = p.Title
+			continue
+		}
+		for _, tg := range p.Targets {
+			if !strings.Contains(tg.Expr, "histogram_quantile") {
+				continue
+			}
+			percentiles++
+			if row != detailedRow {
+				t.Errorf("panel %q (row %q) shows a percentile outside the row %q", p.Title, row, detailedRow)
+			}
+			if strings.Count(tg.Expr, "histogram_quantile") != 1 || !guard.MatchString(tg.Expr) {
+				t.Errorf("panel %q: a percentile not limited to detailed histograms: %s", p.Title, tg.Expr)
+			}
+			if !strings.Contains(p.Description, "WithDetailedMetrics") {
+				t.Errorf("panel %q does not say it needs WithDetailedMetrics", p.Title)
+			}
+		}
+	}
+	if percentiles == 0 {
+		t.Error("the dashboard shows no percentile at all")
+	}
+}
+
+// Legends are short: the name label's values repeat the scope
+// (freshctrl names informers "ns=team-a,labels=app=web"), so a legend shows
+// {{informer}}, the name or, for an unnamed informer, its namespace and
+// selectors, which the query computes; never the identity labels one by one.
+func TestDashboardLegendsShort(t *testing.T) {
+	for _, p := range loadDashboard(t).Panels {
+		for _, tg := range p.Targets {
+			for _, l := range []string{"{{name}}", "{{informer_namespace}}", "{{label_selector}}", "{{field_selector}}"} {
+				if strings.Contains(tg.LegendFormat, l) {
+					t.Errorf("panel %q: legend %q shows %s: use {{informer}}", p.Title, tg.LegendFormat, l)
+				}
+			}
+			computed := strings.HasPrefix(tg.Expr, `label_replace(label_join(`) &&
+				strings.HasSuffix(tg.Expr, `, "informer", " ", "informer_namespace", "label_selector", "field_selector"), "informer", "$1", "name", "(.+)")`)
+			if strings.Contains(tg.LegendFormat, "{{informer}}") && !computed {
+				t.Errorf("panel %q: legend %q, but the query does not compute the informer label: %s", p.Title, tg.LegendFormat, tg.Expr)
+			}
+		}
+	}
+}
+
+// Prometheus 3 stores a classic histogram's le label in OpenMetrics form
+// (le="1.0" for the le="1" the client exposes; Prometheus 2 kept "1"): an
+// exact le matcher finds nothing there and the query or alert falls silent.
+func TestBucketMatchersSurvivePrometheus3(t *testing.T) {
+	exact := regexp.MustCompile(`le\s*=\s*"`)
+	for _, p := range loadDashboard(t).Panels {
+		for _, tg := range p.Targets {
+			if exact.MatchString(tg.Expr) {
+				t.Errorf("panel %q matches le exactly (use le=~\"1(\\\\.0)?\"): %s", p.Title, tg.Expr)
+			}
+		}
+	}
+	raw, err := os.ReadFile("monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(raw), "\n") {
+		if exact.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			t.Errorf("alerts.yaml:%d matches le exactly: %s", i+1, strings.TrimSpace(line))
 		}
 	}
 }

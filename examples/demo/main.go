@@ -4,12 +4,17 @@
 // plain informer gives a reconciler: often stale) and one after
 // WaitForFreshness (never stale). It prints, per write, how long the cache
 // took to become fresh, the observed resource version and the lag, and
-// serves Prometheus metrics on localhost.
+// serves Prometheus metrics on localhost (-metrics-addr; -detailed-metrics
+// adds the detailed histogram buckets the dashboard's percentile panels
+// need).
 //
 // Run it with `make demo` (an embedded kube-apiserver and etcd), or against
 // a cluster of your own, explicitly: `make demo DEMO_KUBECONFIG=path` or
 // `go run ./examples/demo -kubeconfig path`. It removes what it made when
 // it ends: the namespace if it created it, else its own ConfigMaps.
+//
+// With -check it is a test: it exits non-zero unless it made writes and
+// every read after WaitForFreshness saw its write (make support-matrix).
 package main
 
 import (
@@ -50,8 +55,10 @@ func main() {
 		duration    = flag.Duration("duration", 30*time.Second, "how long to run; 0 runs until Ctrl-C")
 		rate        = flag.Float64("writes-per-second", 20, "writes per second")
 		objects     = flag.Int("objects", 5, "how many ConfigMaps to cycle through")
-		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9464", "where to serve /metrics")
+		metricsAddr = flag.String("metrics-addr", "127.0.0.1:9464", "where to serve /metrics (port 0: any free port, printed)")
+		detailed    = flag.Bool("detailed-metrics", false, "export the detailed histogram buckets (metrics.WithDetailedMetrics): the dashboard's percentile panels need them")
 		quiet       = flag.Bool("quiet", false, "print only the summary")
+		check       = flag.Bool("check", false, "exit non-zero unless writes were made and no read after WaitForFreshness was stale")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -61,41 +68,51 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	if err := run(ctx, *kubeconfig, *namespace, *rate, *objects, *metricsAddr, *quiet); err != nil {
+	s, err := run(ctx, *kubeconfig, *namespace, *rate, *objects, *metricsAddr, *detailed, *quiet)
+	if err == nil && *check {
+		err = s.check()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, metricsAddr string, quiet bool) error {
+func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, metricsAddr string, detailed, quiet bool) (*summary, error) {
+	var s summary
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	// client-go's default 5 QPS would throttle the demo's own writes.
 	cfg.QPS, cfg.Burst = float32(2*rate+10), int(2*rate+20)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
+		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
 	defer cleanUp(client, ns, err == nil)
 
 	// Metrics on a registry of our own, served on localhost.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	provider, err := metrics.NewProvider(registry)
+	var provider *metrics.Provider
+	if detailed {
+		provider, err = metrics.NewProvider(registry, metrics.WithDetailedMetrics())
+	} else {
+		provider, err = metrics.NewProvider(registry)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", metricsAddr)
 	if err != nil {
-		return fmt.Errorf("serving metrics: %w", err)
+		return nil, fmt.Errorf("serving metrics: %w", err)
 	}
 	srv := &http.Server{Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -112,19 +129,18 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 	go func() { defer close(informerDone); informer.RunWithContext(informerCtx) }()
 	defer func() { stopInformer(); <-informerDone }()
 	if !toolscache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return errors.New("informer did not sync")
+		return nil, errors.New("informer did not sync")
 	}
 	fmt.Printf("[demo] informer synced at resource version %s; writing %d ConfigMaps at %.0f writes/s in namespace %s (Ctrl-C to stop)\n",
 		informer.LastObservedResourceVersion(), objects, rate, ns)
 
-	var s summary
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			s.print(ln.Addr().String())
-			return nil
+			return &s, nil
 		case <-tick.C:
 		}
 		name := "demo-" + strconv.Itoa(i%objects)
@@ -133,7 +149,7 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 			if ending(ctx) {
 				continue
 			}
-			return err
+			return nil, err
 		}
 		rv := written.ResourceVersion
 		_ = informer.RecordWrittenObject(written) // for the write-to-visible and lag metrics
@@ -148,7 +164,7 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 			if ending(ctx) {
 				continue
 			}
-			return fmt.Errorf("waiting for %s: %w", rv, err)
+			return nil, fmt.Errorf("waiting for %s: %w", rv, err)
 		}
 		s.add(took, naiveStale, stale(lister, ns, name, rv))
 		if !quiet {
@@ -231,6 +247,18 @@ func (s *summary) add(took time.Duration, naiveStale, waitStale bool) {
 	if waitStale {
 		s.waitStale++
 	}
+}
+
+// check is -check's verdict.
+func (s *summary) check() error {
+	switch {
+	case len(s.took) == 0:
+		return errors.New("check: no write was made")
+	case s.waitStale > 0:
+		return fmt.Errorf("check: %d of %d reads after WaitForFreshness were stale", s.waitStale, len(s.took))
+	}
+	fmt.Printf("[demo] check passed: %d writes, no read after WaitForFreshness was stale\n", len(s.took))
+	return nil
 }
 
 func (s *summary) print(metricsAddr string) {

@@ -18,7 +18,8 @@ const (
 	etcdBinary      = "etcd"
 	apiServerBinary = "kube-apiserver"
 	// completeMarker is written by integration/hack/build-bins.sh last, so
-	// a half-finished build directory is never picked up.
+	// a half-finished build directory is never picked up; build-bins.sh
+	// touches it whenever it hands the directory out.
 	completeMarker = ".complete"
 )
 
@@ -39,8 +40,10 @@ func CacheRoot() (string, error) {
 
 // FindBinaries returns an absolute directory holding executable
 // kube-apiserver and etcd binaries. It tries, in order: dir (if non-empty),
-// $KUBEBUILDER_ASSETS (if set), and the most recently built complete
-// directory under CacheRoot. The error is a *BinariesNotFoundError.
+// $KUBEBUILDER_ASSETS (if set), and the complete directory under CacheRoot
+// that build-bins.sh last built or reused (the cache holds one directory per
+// kube-apiserver version: `make bins KUBE=1.35` makes that one the
+// fallback). The error is a *BinariesNotFoundError.
 func FindBinaries(dir string) (string, error) {
 	nf := &BinariesNotFoundError{}
 	try := func(d string) (string, bool) {

@@ -18,8 +18,8 @@ import (
 )
 
 // etcdutlBinary is etcd's offline tool, built next to etcd by
-// integration/hack/build-bins.sh from its own module
-// (integration/tools/etcdutl).
+// integration/hack/build-bins.sh --etcdutl (make bins) from etcd's module,
+// integration/tools/etcd.
 const etcdutlBinary = "etcdutl"
 
 // KillAPIServer ends the kube-apiserver with SIGKILL (kill -9): no graceful
@@ -183,7 +183,7 @@ func (c *ControlPlane) EtcdutlPath() (string, error) {
 	p := filepath.Join(c.binDir, etcdutlBinary)
 	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
 		return "", &Error{Component: ComponentEtcd, Op: "find etcdutl",
-			Err: fmt.Errorf("%s is missing or not executable: run `make bins` (it builds etcdutl from integration/tools/etcdutl)", p)}
+			Err: fmt.Errorf("%s is missing or not executable: run `make bins` (it builds etcdutl from integration/tools/etcd)", p)}
 	}
 	return p, nil
 }

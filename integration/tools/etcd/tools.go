@@ -1,8 +1,8 @@
 //go:build tools
 
-package tools
+package etcd
 
 import (
+	_ "go.etcd.io/etcd/etcdutl/v3"
 	_ "go.etcd.io/etcd/server/v3"
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 )

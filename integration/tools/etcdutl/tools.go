@@ -1,7 +1,0 @@
-//go:build tools
-
-package etcdutl
-
-import (
-	_ "go.etcd.io/etcd/etcdutl/v3"
-)
