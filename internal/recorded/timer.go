@@ -15,7 +15,7 @@ import (
 )
 
 // MaxPending bounds the recorded writes an informer times
-// until its cache reaches them (writeVisibility).
+// until its cache reaches them (Timer).
 const MaxPending = 256
 
 // Timer times recorded writes until the cache reaches them, for the
