@@ -70,8 +70,10 @@ SOAK_RANGES_RACE ?=
 soak: soak-model soak-cluster ## Every soak: the model fault suite, then randomized faults on a real control plane.
 
 soak-model: ## Fault suite over the model API server: SOAK_SEEDS seeds from SOAK_FIRST (0: random), for at most SOAK_TIME, SOAK_RACE (default -race).
+	@first=$(SOAK_FIRST); [ "$$first" != 0 ] || first=$$(( (RANDOM << 15 | RANDOM) * 1000 + 1 )); \
+	echo "soak-model: seeds from $$first ($(SOAK_SEEDS) at most)"; \
 	$(GO) test $(SOAK_RACE) -count=1 -timeout 0 ./cache -run '^TestFaultSuite' \
-	  -fault.first=$(SOAK_FIRST) -fault.seeds=$(SOAK_SEEDS) -fault.budget=$(SOAK_TIME) \
+	  -fault.first=$$first -fault.seeds=$(SOAK_SEEDS) -fault.budget=$(SOAK_TIME) \
 	  -fault.time=$(SOAK_FAULT_TIME) -fault.parallel=$(SOAK_PARALLEL)
 
 soak-ranges: ## Fault suite over the ranges of docs/fault-suite.md (SOAK_RANGES), 400 seeds each (about 5 to 15 min a range on 2 cores).

@@ -25,7 +25,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 		f.newestWrite = parsed
 	}
 	f.newestMu.Unlock()
-	f.checkWrite(parsed) // a write below the cache: restored server? (restorecheck.go)
+	f.checkWrite(parsed) // a write below the cache: restored server? (check.go)
 	f.addStalenessSample(f.clock.Now(), parsed)
 	if f.metrics != nil {
 		f.visible.Record(&f.trust, f.metrics.ObserveWriteVisible, parsed, time.Now())
