@@ -193,12 +193,17 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 			f.reject("add", obj, newRVs, f.applied().String())
 			return nil
 		}
+		ghost, wasGhost := f.unghost(obj)
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
 		f.cachedKeys.Add(1)
 		if newErr == nil {
 			f.observeEvent(newRV)
+		}
+		if wasGhost { // handlers hold the key's state from behind the snapshot
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: ghost, NewObj: obj}, false)
+			return nil
 		}
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: isInInitialList}, false)
 		return nil
@@ -262,7 +267,10 @@ func (f *FreshInformer) delete(obj any) error {
 		f.reject("delete", obj, delRVs, f.applied().String())
 		return nil
 	}
-	if !exists && !isTombstone && delErr != nil && delRVs != "" {
+	// A key created behind a snapshot is in handlers' views, not in the
+	// indexer: they hear of its deletion here, once.
+	_, wasGhost := f.unghost(obj)
+	if !exists && !wasGhost && !isTombstone && delErr != nil && delRVs != "" {
 		// The key is gone already and the deletion's resource version is
 		// malformed (the Guard lets such events through), so it cannot be
 		// ordered: a duplicate of one applied, say. Handlers' views follow

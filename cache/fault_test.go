@@ -178,8 +178,8 @@ func runSeeds(t *testing.T, name string, seeds []uint64, run func(seed uint64) *
 					}
 					if len(r.failures) > 0 {
 						failed++
-						t.Errorf("seed %d (%s) failed:\n  %s\n  faults: %s\n  replay: go test -race ./cache -run '^%s$' -fault.seed=%d -count=5 -v",
-							r.seed, cfg, strings.Join(r.failures, "\n  "), strings.Join(r.schedule, "; "), name, r.seed)
+						t.Errorf("seed %d (%s) failed:\n  %s\n  faults: %s\n  replay: go test -race ./cache -run '^%s$' -fault.seed=%d -fault.time=%v%s -count=5 -v",
+							r.seed, cfg, strings.Join(r.failures, "\n  "), strings.Join(r.schedule, "; "), name, r.seed, *faultTime, replayKinds())
 						if len(r.timeline) > 0 {
 							t.Logf("seed %d timeline:\n%s", r.seed, strings.Join(r.timeline, "\n"))
 						}
@@ -329,6 +329,15 @@ var faultKindList = []faultKind{
 	{name: "malformed", misbehaving: true, weight: 1, do: func(r *seedRun) {
 		r.faultsFor(apimodel.Faults{Malformed: 0.05}, 100*time.Millisecond)
 	}},
+}
+
+// replayKinds is the -fault.kinds flag a replay needs, if any: the
+// schedule, like the fault phase's length, depends on it.
+func replayKinds() string {
+	if *faultKinds == "" {
+		return ""
+	}
+	return " -fault.kinds=" + *faultKinds
 }
 
 func faultKindNames() []string {

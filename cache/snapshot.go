@@ -270,6 +270,25 @@ func (f *FreshInformer) endZone() {
 	z.end, z.ghosts = freshness.RV{}, nil
 }
 
+// unghost takes obj's key out of the zone's keys when an event of it is
+// applied outside the zone (its resource version is malformed, or past
+// the snapshot): from then on handlers' view of the key follows that
+// event, and the zone's end owes them no tombstone for it. It returns the
+// key's state handlers hold, if it was a zone key. applyMu is held.
+func (f *FreshInformer) unghost(obj any) (state any, ok bool) {
+	z := &f.zone
+	if len(z.ghosts) == 0 {
+		return nil, false
+	}
+	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false
+	}
+	state, ok = z.ghosts[key]
+	delete(z.ghosts, key)
+	return state, ok
+}
+
 // zoneEvent handles a watch event at rv if it lies in the snapshot zone
 // and its key is not cached: the cache's state already includes it (see
 // applySnapshot), so the

@@ -354,6 +354,46 @@ func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
 	}
 }
 
+// A key created behind the snapshot whose next event has a malformed
+// resource version cannot be placed in the zone: that event is applied to
+// the indexer, and from then on handlers' view of the key follows the
+// indexer (fault suite seed 1600301: the zone's end told handlers of the
+// key's deletion again, at an older state, after its real deletion). A
+// malformed deletion of such a key reaches handlers at once.
+func TestSnapshotZoneKeyWithAMalformedEvent(t *testing.T) {
+	lw := newStateLW(t, 10)
+	inf, w := startState(t, lw)
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	x := lw.commit("x", false)
+	lw.commit("x", false)
+	xGone := lw.commit("x", true)
+	y := lw.commit("y", false)
+	lw.commit("y", true)
+	waitFresh(t, inf, lw.commit("", false)) // the snapshot: x and y are in neither
+
+	w.Add(cm("x", x))
+	w.Modify(cm("x", "12x")) // malformed: applied, not compared
+	w.Delete(cm("x", xGone))
+	w.Add(cm("y", y))
+	w.Delete(cm("y", "15y")) // malformed
+	w.Add(cm("z", "20"))     // past the snapshot: the zone ends
+	w.Add(cm("zz", "21"))
+	waitFresh(t, inf, "21")
+	want := []string{"add x@" + x + " initial=false", "update x@" + x + "->12x", "delete x@" + xGone,
+		"add y@" + y + " initial=false", "delete y@15y", "add z@20 initial=false", "add zz@21 initial=false"}
+	if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+		t.Fatalf("handlers got %q, want %q", got, want)
+	}
+	for _, k := range []string{"x", "y"} {
+		if got := cached(inf, k); got != "" {
+			t.Fatalf("%s cached at %q after its deletion", k, got)
+		}
+	}
+}
+
 // A snapshot that lists a key twice (no honest server does) proves
 // nothing: as many items as cached keys, each cached at its RV, would
 // otherwise pass with a cached key missing from the list.
