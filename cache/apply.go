@@ -193,11 +193,11 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 			f.reject("add", obj, newRVs, f.applied().String())
 			return nil
 		}
-		ghost, wasGhost := f.unghost(obj)
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
 		f.cachedKeys.Add(1)
+		ghost, wasGhost := f.unghost(obj) // before observeEvent may end the zone
 		if newErr == nil {
 			f.observeEvent(newRV)
 		}

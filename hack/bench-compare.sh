@@ -4,6 +4,8 @@
 # a package and a -bench regexp. The test binaries of both trees are built
 # first, then run alternately (old, new, old, new, ...) COUNT times, so that
 # drift on a shared machine falls on both alike; benchstat prints the table.
+# Each side runs its own tests: the script says when a package's test files
+# differ between the trees, since a changed benchmark measures something else.
 #
 #   hack/bench-compare.sh HEAD~3 ./cache 'InformerEvents|WaitForFreshness' ./freshness 'Wait'
 #
@@ -27,6 +29,10 @@ command -v benchstat >/dev/null || die "benchstat missing: go install golang.org
 pairs=("$@")
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do
   pkg=${pairs[i]}
+  # Each side runs its own tests: a changed benchmark is a second variable.
+  if ! git -C "$REPO" diff --quiet "$ref" -- "${pkg#./}/*_test.go"; then
+    log "note: $pkg's test files differ from $ref's (git diff $ref -- '${pkg#./}/*_test.go'); a difference may be the benchmark's own"
+  fi
   (cd "$old" && $GO test -c -o "$OUT/old-$i.test" "$pkg")
   (cd "$REPO" && $GO test -c -o "$OUT/new-$i.test" "$pkg")
 done
