@@ -101,12 +101,11 @@ func run(ctx context.Context, kubeconfig, ns string, rate float64, objects int, 
 	// Metrics on a registry of our own, served on localhost.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var provider *metrics.Provider
+	var opts []metrics.Option
 	if detailed {
-		provider, err = metrics.NewProvider(registry, metrics.WithDetailedMetrics())
-	} else {
-		provider, err = metrics.NewProvider(registry)
+		opts = append(opts, metrics.WithDetailedMetrics())
 	}
+	provider, err := metrics.NewProvider(registry, opts...)
 	if err != nil {
 		return nil, err
 	}

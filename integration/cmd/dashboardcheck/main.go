@@ -29,8 +29,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,6 +39,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
 
 func main() {
@@ -176,12 +178,15 @@ func run(ctx context.Context, dashboardPath, demo, promBin string, warmup, scrap
 		"--web.listen-address="+promAddr); err != nil {
 		return false, err
 	}
-	prom := &promClient{base: "http://" + promAddr}
-	if err := prom.waitReady(ctx, time.Minute); err != nil {
+	prom, err := newPromClient(promAddr)
+	if err != nil {
+		return false, err
+	}
+	version, err := prom.waitReady(ctx, time.Minute)
+	if err != nil {
 		out, _ := os.ReadFile(promLog)
 		return false, fmt.Errorf("%w\nprometheus output:\n%s", err, out)
 	}
-	version, _ := prom.version(ctx)
 	logf("Prometheus %s on %s, scraping every %s; the demos run for %s before the queries", version, promAddr, scrape, warmup)
 
 	select {
@@ -442,99 +447,64 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// promClient asks Prometheus' HTTP API.
-type promClient struct{ base string }
+// promClient asks Prometheus' HTTP API (client_golang's api/prometheus/v1).
+type promClient struct{ api promv1.API }
+
+func newPromClient(addr string) (*promClient, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: "http://" + addr})
+	if err != nil {
+		return nil, err
+	}
+	return &promClient{api: promv1.NewAPI(c)}, nil
+}
 
 type sample struct {
 	labels map[string]string
 	value  float64
 }
 
-func (c *promClient) get(ctx context.Context, path string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// waitReady waits until Prometheus answers its API (503 until its storage
+// is ready) and returns its version.
+func (c *promClient) waitReady(ctx context.Context, limit time.Duration) (version string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return json.Unmarshal(body, v)
-}
-
-func (c *promClient) waitReady(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/-/ready", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("Prometheus not ready after %s", limit)
+		info, err := c.api.Buildinfo(ctx)
+		if err == nil {
+			return info.Version, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", fmt.Errorf("Prometheus not ready after %s: %w", limit, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func (c *promClient) version(ctx context.Context) (string, error) {
-	var r struct {
-		Data struct {
-			Version string `json:"version"`
-		} `json:"data"`
-	}
-	err := c.get(ctx, "/api/v1/status/buildinfo", &r)
-	return r.Data.Version, err
-}
-
-// query runs an instant query and returns the samples with a number (NaN
-// and infinities are no data to a panel).
+// query runs an instant query, at the server's time, and returns the
+// samples with a number (NaN and infinities are no data to a panel).
 func (c *promClient) query(ctx context.Context, expr string) ([]sample, error) {
-	var r struct {
-		Status    string `json:"status"`
-		Error     string `json:"error"`
-		ErrorType string `json:"errorType"`
-		Data      struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := c.get(ctx, "/api/v1/query?query="+url.QueryEscape(expr), &r); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, _, _, err := c.api.Query(ctx, expr, time.Time{})
+	if err != nil {
 		return nil, err
 	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("%s: %s", r.ErrorType, r.Error)
-	}
-	if r.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("result type %s, want vector", r.Data.ResultType)
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("result type %s, want vector", v.Type())
 	}
 	var out []sample
-	for _, s := range r.Data.Result {
-		str, _ := s.Value[1].(string)
-		v, err := strconv.ParseFloat(str, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+	for _, smp := range vec {
+		f := float64(smp.Value)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
 			continue
 		}
-		out = append(out, sample{labels: s.Metric, value: v})
+		labels := make(map[string]string, len(smp.Metric))
+		for name, value := range smp.Metric {
+			labels[string(name)] = string(value)
+		}
+		out = append(out, sample{labels: labels, value: f})
 	}
 	return out, nil
 }
