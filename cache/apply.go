@@ -404,7 +404,7 @@ func (f *FreshInformer) streamCompare(rv freshness.RV) int {
 // observeEvent advances freshness to an applied event's resource version.
 // applyMu is held.
 func (f *FreshInformer) observeEvent(rv freshness.RV) {
-	f.recent.add(rv)
+	f.recent.Add(rv)
 	f.observe(rv)
 }
 
@@ -439,7 +439,7 @@ func (b *listRegression) add(key string, count *int) {
 // written: found here, and declared before any wait is released. applyMu
 // is held.
 func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
-	f.recent.reset()
+	f.recent.Reset()
 	if s == "0" {
 		f.settle(f.trust.ListedAtZero(admitted.Stamp))
 		return
@@ -491,7 +491,7 @@ func (f *FreshInformer) markIncomparable(err error) {
 	if f.state() != trust.Plain {
 		logIncomparable(f.log(), err) // scope.go
 		f.settle(f.trust.Incomparable(err))
-		f.recent.reset()
+		f.recent.Reset()
 	}
 }
 

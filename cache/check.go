@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -15,48 +14,6 @@ import (
 
 // probeTimeout bounds one restore verification probe.
 const probeTimeout = 10 * time.Second
-
-// recentCapacity is how many applied event resource versions an informer
-// remembers to recognise its own recorded writes.
-const recentCapacity = 1024
-
-// recentRVs remembers the resource versions of the last applied events, in
-// the order applied (non-decreasing: older events are rejected), so that a
-// recorded write below the cache's resource version can be told apart: one
-// the stream delivered is fine, one it never delivered may come from a
-// server restored to an older revision. Only values that fit in 64 bits are
-// kept. Not safe for concurrent use (FreshInformer holds applyMu).
-type recentRVs struct {
-	ring  [recentCapacity]uint64
-	next  int // where the next value goes
-	count int
-}
-
-func (r *recentRVs) add(rv freshness.RV) {
-	n, ok := rv.Uint64()
-	if !ok {
-		return
-	}
-	r.ring[r.next] = n
-	r.next = (r.next + 1) % recentCapacity
-	if r.count < recentCapacity {
-		r.count++
-	}
-}
-
-func (r *recentRVs) reset() { r.next, r.count = 0, 0 }
-
-// contains reports whether rv was among the remembered values.
-func (r *recentRVs) contains(rv freshness.RV) bool {
-	n, ok := rv.Uint64()
-	if !ok || r.count == 0 {
-		return false
-	}
-	first := (r.next - r.count + recentCapacity) % recentCapacity
-	at := func(i int) uint64 { return r.ring[(first+i)%recentCapacity] }
-	i := sort.Search(r.count, func(i int) bool { return at(i) >= n })
-	return i < r.count && at(i) == n
-}
 
 // checkWrite is told of a write's resource version (RecordWrite). A write
 // below what the cache applied that the stream never delivered may come
@@ -70,7 +27,7 @@ func (f *FreshInformer) checkWrite(rv freshness.RV) {
 		return
 	}
 	f.applyMu.Lock()
-	delivered := f.recent.contains(rv)
+	delivered := f.recent.Contains(rv)
 	f.applyMu.Unlock()
 	if !delivered {
 		f.checks.Run(f.runCheck, true) // one more follows a check in flight: it may predate the write
@@ -175,7 +132,7 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, 
 	if !begun {
 		return
 	}
-	f.recent.reset()
+	f.recent.Reset()
 	f.endZone()
 	f.written.Reset()
 	slices.Sort(back.sample)

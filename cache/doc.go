@@ -226,11 +226,11 @@
 //
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu → trust (its waiter set's lock)
-//	afterFreshCall.mu → quietProbe.mu → probe.Runner.mu, trust
+//	afterFreshCall.mu → probe.Scheduler.mu → probe.Runner.mu, Guard.mu, trust
 //	probe.Runner.mu (restore checks) → trust
 //	recorded.Timer.mu → trust, metrics.Provider.mu
 //
-// The trust's lock and newestMu are leaves. Nothing calls out while
+// The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
 // (unlockApply); the Guard declares what it finds after unlocking.

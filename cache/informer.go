@@ -76,7 +76,7 @@ type FreshInformer struct {
 	// fields below. Taken after mu, before handlers.Processor.mu,
 	// Guard.mu and the trust's lock (doc.go).
 	applyMu sync.Mutex
-	recent  recentRVs              // RVs of recently applied events
+	recent  recorded.Recent        // RVs of recently applied events
 	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released
@@ -138,6 +138,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		onRegression:         options.OnRegression,
 	}
 	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
+	f.initProbes()
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
 		f.detectStaleReads(options.OnStaleRead, mode == detector.Halt)
 	}
@@ -240,7 +241,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}
 	f.checks.Start(ctx)
-	f.quiet.runner.Start(ctx)
+	f.quiet.sched.Start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
 		Name:                  f.description,
@@ -288,7 +289,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.stopped = true
 	f.mu.Unlock()
 	f.checks.Stop()
-	f.stopProbes()
+	f.quiet.sched.Stop()
 	f.trust.Stop().Run()
 	close(stopProcessor)
 	wg.Wait()

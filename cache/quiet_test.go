@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/probe"
 )
 
 // quietLW is a scripted server for the freshness probe. Reflector lists
@@ -175,11 +176,7 @@ func waitIdle(t *testing.T, inf *FreshInformer) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		p := &inf.quiet
-		p.mu.Lock()
-		idle := p.timer == nil && !p.runner.Running() && p.waiters == 0
-		p.mu.Unlock()
-		if idle {
+		if inf.quiet.sched.Idle() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -237,7 +234,7 @@ func TestProbeWaitsForEventsNotYetApplied(t *testing.T) {
 }
 
 func probeRunning(inf *FreshInformer) bool {
-	return inf.quiet.runner.Running()
+	return inf.quiet.sched.Running()
 }
 
 // Waits met by the stream within the probe delay cost no request.
@@ -467,10 +464,10 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	inf := NewSharedIndexInformer(newQuietLW(t, "1"), &corev1.ConfigMap{}, 0, nil)
 	base := time.Now()
 	for i := 1; i <= 1000; i++ {
-		inf.addStalenessSample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
+		inf.quiet.reads.Sample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
 	}
-	if n := len(inf.quiet.samples); n > maxStalenessSamples {
-		t.Fatalf("%d samples kept, want at most %d", n, maxStalenessSamples)
+	if n := inf.quiet.reads.Samples(); n > probe.MaxSamples {
+		t.Fatalf("%d samples kept, want at most %d", n, probe.MaxSamples)
 	}
 	inf.trust.Listed(rvOf(1000), inf.trust.View().Stamp)
 	s, ok := inf.Staleness()

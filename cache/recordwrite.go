@@ -26,7 +26,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	}
 	f.newestMu.Unlock()
 	f.checkWrite(parsed) // a write below the cache: restored server? (check.go)
-	f.addStalenessSample(f.clock.Now(), parsed)
+	f.quiet.reads.Sample(f.clock.Now(), parsed)
 	if f.metrics != nil {
 		f.visible.Record(&f.trust, f.metrics.ObserveWriteVisible, parsed, time.Now())
 	}

@@ -101,7 +101,7 @@ func (f *FreshInformer) listSnapshot(ctx context.Context, limit int64) (snapshot
 			if s.rv, err = freshness.ParseRV(list.GetResourceVersion()); err != nil {
 				return snapshot{}, fmt.Errorf("the server's list resource version: %w", err)
 			}
-			f.recordServerRV(sent, s.rv)
+			f.quiet.reads.Record(sent, s.rv)
 		}
 		s.items = append(s.items, items...)
 		opts.Continue = list.GetContinue()
@@ -310,7 +310,7 @@ func (f *FreshInformer) zoneEvent(kind handlers.Kind, obj any, rv freshness.RV, 
 		return false
 	}
 	f.quiet.behindSnapshot.Add(1)
-	f.recent.add(rv)
+	f.recent.Add(rv)
 	old, known := z.ghosts[key]
 	switch kind {
 	case handlers.Delete:

@@ -24,8 +24,8 @@ import (
 // timer. With one wait for an uncommitted resource version pending,
 // successive waits for committed ones were each answered by the next
 // backed-off probe: 20 ms << idle, so about 40, 80, 160, 320, 640 ms, then
-// 1.28 s (the bookmark route: up to maxProbeDelay, 5 s; 30 s once a probe
-// found the server behind every target, behindProbeDelay), although every
+// 1.28 s (the bookmark route: up to probe.MaxDelay, 5 s; 30 s once a probe
+// found the server behind every target, probe.BehindDelay), although every
 // one of those probes advanced the tracker. Now a probe that advances the
 // cache resets the backoff, and a wait for a lower target than any pending
 // one ends it.

@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -138,56 +133,8 @@ func TestPanickingCallbackDuringARegressionDeclaresIt(t *testing.T) {
 	}
 }
 
-// Issue 28, item 3: no probe timer's callback runs after RunWithContext
-// has returned (SPEC guarantee 4: no goroutine outlives the informer).
-// Stopping a timer does not wait for a callback already fired. Each run
-// here holds the probe's lock while the informer stops and its timer
-// fires, so that both wait for it, the stop first. Before, a run in a few
-// dozen returned from RunWithContext with the callback still to run.
-func TestNoProbeTimerFiresAfterRunReturns(t *testing.T) {
-	for i := range 60 {
-		lw := newQuietLW(t, "10")
-		lw.setAux(func(metav1.ListOptions) watch.Interface { return watch.NewFake() }) // silent
-		inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(WithQuietProbeDelay(20*time.Millisecond))...)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); inf.RunWithContext(ctx) }()
-		lw.nextWatcher()
-		waitSynced(t, inf)
-		lw.setServerRV("20")
-		wctx, wcancel := context.WithCancel(context.Background())
-		waited := make(chan struct{})
-		go func() { defer close(waited); _ = inf.WaitForFreshness(wctx, "11") }()
-		eventually(t, "the wait", func() bool { return inf.Stats().PendingWaiters == 1 })
-		inf.quiet.mu.Lock()
-		cancel()                          // the informer's stop waits for the lock first
-		time.Sleep(30 * time.Millisecond) // and the timer fires: its callback waits behind it
-		inf.quiet.mu.Unlock()
-		<-done
-		if probeDueWaiting() {
-			t.Fatalf("run %d: a probe timer's callback runs after RunWithContext returned", i)
-		}
-		wcancel()
-		<-waited
-	}
-}
-
-// probeDueWaiting reports whether a goroutine waits for a lock in probeDue:
-// one that got as far as its last deferred call may still be returning.
-func probeDueWaiting() bool {
-	return probeDueStack(regexp.MustCompile(`sync\.\(\*Mutex\)\.Lock`))
-}
-
-func probeDueStack(also *regexp.Regexp) bool {
-	buf := make([]byte, 1<<20)
-	s := string(buf[:runtime.Stack(buf, true)])
-	for _, g := range strings.Split(s, "\n\n") {
-		if strings.Contains(g, ".probeDue(") && also.MatchString(g) && !strings.Contains(g, "sync.(*WaitGroup).Done") {
-			return true
-		}
-	}
-	return false
-}
+// Issue 28, item 3 (no probe timer's callback runs after RunWithContext
+// has returned) is internal/probe's TestSchedulerStopWaitsForAFiredTimer.
 
 // Issue 28, item 7: a wait on an informer that was never started says so
 // at once, with an error matching freshness.ErrNotStarted, instead of

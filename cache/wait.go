@@ -127,8 +127,8 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 	if f.trust.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
 		return f.trust.Wait(ctx, target)
 	}
-	f.joinWait(target)
-	defer f.leaveWait()
+	f.quiet.sched.Join(target)
+	defer f.quiet.sched.Leave()
 	return f.trust.Wait(ctx, target)
 }
 
@@ -152,7 +152,7 @@ func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop fu
 	c := &afterFreshCall{f: f, fn: fn}
 	if !f.trust.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true
-		f.joinWait(target)
+		f.quiet.sched.Join(target)
 	}
 	var due rvwait.Due
 	c.stopWait, due = f.trust.AfterFunc(target, c.fire)
@@ -168,7 +168,7 @@ type afterFreshCall struct {
 	joined   bool        // counted in the quiet probe's waiters
 	stopWait func() bool // set before stop is handed out
 
-	mu    sync.Mutex // guards ended; taken before quietProbe.mu (end leaves the probe's waiters)
+	mu    sync.Mutex // guards ended; taken before probe.Scheduler.mu (end leaves the probe's waiters)
 	ended bool       // fired or stopped
 }
 
@@ -196,7 +196,7 @@ func (c *afterFreshCall) end() bool {
 	}
 	c.ended = true
 	if c.joined {
-		c.f.leaveWait()
+		c.f.quiet.sched.Leave()
 	}
 	return true
 }

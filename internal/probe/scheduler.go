@@ -1,0 +1,179 @@
+package probe
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshinformer/freshinformer/freshness"
+)
+
+const (
+	// MaxDelay caps the delay between probes while waits stay pending
+	// for resource versions the server has not reached.
+	MaxDelay = 5 * time.Second
+	// BehindDelay is the delay after a probe found the server behind
+	// every pending target: only a server response can name a committed
+	// resource version, so such targets come from a restored etcd or are
+	// made up, and probing for them often would only cost.
+	BehindDelay = 30 * time.Second
+)
+
+// Scheduler decides when an informer probes the server for its pending
+// waits: a probe once waits have seen no progress on the informer's own
+// stream for the delay, one at a time (through its Runner), backing off
+// while waits stay pending. Nothing runs while no wait is pending: no
+// goroutine, no timer. The zero Scheduler, with its functions set, is
+// ready for Start.
+type Scheduler struct {
+	// Set before Start and not changed after. Delay is the base delay;
+	// Applied the informer's applied resource version; Lowest the lowest
+	// pending target (ok false: none); Busy reports that the stream is
+	// about to move anyway (a relist on its way); Probe runs one probe and
+	// reports whether the server was behind every pending target.
+	Delay   func() time.Duration
+	Applied func() freshness.RV
+	Lowest  func() (rv freshness.RV, ok bool)
+	Busy    func() bool
+	Probe   func(ctx context.Context) (behind bool)
+
+	runner Runner // the probe in flight; its lock is taken under mu
+	probes atomic.Uint64
+	// timers counts the armed timer's callback until it has returned or
+	// the timer is stopped before firing: Stop waits for it, so no
+	// callback outlives the informer.
+	timers sync.WaitGroup
+
+	mu      sync.Mutex   // guards the fields below; taken before whatever the functions above take
+	waiters int          // waits in their slow path
+	timer   *time.Timer  // armed while waits are pending and no probe runs
+	armedAt freshness.RV // the applied resource version when armed
+	stopped bool
+	idle    int // consecutive probes after which waits were still pending
+}
+
+// Start lets the Scheduler run probes, with contexts derived from ctx.
+func (s *Scheduler) Start(ctx context.Context) { s.runner.Start(ctx) }
+
+// Probes counts the probes started.
+func (s *Scheduler) Probes() uint64 { return s.probes.Load() }
+
+// Running reports whether a probe is in flight.
+func (s *Scheduler) Running() bool { return s.runner.Running() }
+
+// Idle reports whether nothing is pending: no wait, no timer, no probe.
+func (s *Scheduler) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiters == 0 && s.timer == nil && !s.runner.Running()
+}
+
+// Join counts a wait for target, and arms the timer if none is armed. A
+// wait for a lower target than any pending one ends the backoff: the
+// pending ones may be out of the server's reach (a made-up or restored
+// target), this one may well not be.
+func (s *Scheduler) Join(target freshness.RV) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiters++
+	if s.stopped {
+		return
+	}
+	if s.idle > 0 { // backing off: is this the lowest target? (scanned only then)
+		if lowest, ok := s.Lowest(); !ok || target.Compare(lowest) < 0 {
+			s.idle = 0
+			s.disarmLocked()
+		}
+	}
+	if s.timer == nil && !s.runner.Running() {
+		s.armLocked(s.Delay())
+	}
+}
+
+// Leave ends a wait Join counted. With none left, the timer is stopped and
+// the probe in flight ends.
+func (s *Scheduler) Leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiters--
+	if s.waiters > 0 {
+		return
+	}
+	s.idle = 0
+	s.disarmLocked()
+	s.runner.Cancel()
+}
+
+// Stop ends probing for good and waits for a running probe, and for a
+// timer's callback that fired before it, to return.
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.disarmLocked()
+	s.mu.Unlock()
+	s.runner.Stop() // outside s.mu: a run's end takes it
+	s.timers.Wait()
+}
+
+func (s *Scheduler) armLocked(d time.Duration) {
+	s.armedAt = s.Applied()
+	s.timers.Add(1)
+	s.timer = time.AfterFunc(d, s.fire) // real time: probes talk to a real server
+}
+
+func (s *Scheduler) disarmLocked() {
+	if s.timer != nil && s.timer.Stop() {
+		s.timers.Done() // it will not fire
+	}
+	s.timer = nil
+}
+
+// fire runs when the timer fires: it probes unless the stream moved
+// meanwhile (the waits are being met by the stream: check again later).
+func (s *Scheduler) fire() {
+	defer s.timers.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = nil
+	if s.stopped || s.waiters == 0 || s.runner.Running() {
+		return
+	}
+	if s.Applied().Compare(s.armedAt) > 0 || s.Busy() {
+		s.armLocked(s.Delay())
+		return
+	}
+	if !s.runner.Run(s.run, false) {
+		// Not started yet: the informer's first list will need a probe.
+		s.rearmLocked(false)
+		return
+	}
+	s.probes.Add(1)
+}
+
+// run is one probe run (the Runner's function).
+func (s *Scheduler) run(ctx context.Context) {
+	start := s.Applied()
+	behind := s.Probe(ctx)
+	progressed := s.Applied().Compare(start) > 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.waiters == 0 {
+		return
+	}
+	if progressed {
+		s.idle = -1 // the probes are meeting waits: the next at the base delay
+	}
+	s.rearmLocked(behind)
+}
+
+// rearmLocked arms the next check while waits are still pending, backing
+// off while they wait for resource versions the server has not reached.
+func (s *Scheduler) rearmLocked(behind bool) {
+	s.idle++
+	d := min(s.Delay()<<min(s.idle, 6), MaxDelay)
+	if behind {
+		d = BehindDelay
+	}
+	s.armLocked(d)
+}
