@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -74,7 +75,11 @@ func newCountingProxy(side string, cfg *rest.Config, logger *requestLog) (*count
 				rec.mu.Lock()
 				rec.encoding, rec.contentType = resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Type")
 				rec.mu.Unlock()
-				resp.Body = &recordingBody{ReadCloser: resp.Body, rec: rec}
+				body := &recordingBody{ReadCloser: resp.Body, rec: rec}
+				if rec.watchList() {
+					body.scan = newMarkerScan(rec, resp.Header.Get("Content-Encoding") == "gzip")
+				}
+				resp.Body = body
 			}
 			return nil
 		},
@@ -316,7 +321,6 @@ type request struct {
 	failed      string // the proxy could not forward it
 	canceled    bool   // the client gave up before the response came
 	head        []byte // the first bytes of the body: a watch's first event
-	tail        []byte // a watch-list's last bytes, until initialEnd is seen
 }
 
 var initialEventsEnd = []byte("k8s.io/initial-events-end")
@@ -344,7 +348,8 @@ func (r *request) watchError() bool {
 
 type recordingBody struct {
 	io.ReadCloser
-	rec *request
+	rec  *request
+	scan *io.PipeWriter // a watch-list's bytes, to the scan for its initial events' end; nil otherwise
 }
 
 func (b *recordingBody) Read(p []byte) (int, error) {
@@ -355,20 +360,58 @@ func (b *recordingBody) Read(p []byte) (int, error) {
 		if len(b.rec.head) < 128 {
 			b.rec.head = append(b.rec.head, p[:min(n, 128-len(b.rec.head))]...)
 		}
-		if b.rec.watchList() && b.rec.initialEnd.Load() == 0 {
-			// The marker may straddle two reads: search it with the
-			// previous read's last bytes in front.
-			buf := append(b.rec.tail, p[:n]...)
-			if bytes.Contains(buf, initialEventsEnd) {
-				b.rec.initialEnd.Store(time.Now().UnixNano())
-				b.rec.tail = nil
-			} else {
-				b.rec.tail = append(b.rec.tail[:0], buf[max(0, len(buf)-len(initialEventsEnd)):]...)
-			}
-		}
 		b.rec.mu.Unlock()
+		if b.scan != nil {
+			_, _ = b.scan.Write(p[:n]) // the scan drains its pipe to the end
+		}
+	}
+	if err != nil && b.scan != nil {
+		b.scan.Close()
 	}
 	return n, err
+}
+
+func (b *recordingBody) Close() error {
+	if b.scan != nil {
+		b.scan.Close()
+	}
+	return b.ReadCloser.Close()
+}
+
+// newMarkerScan returns the writer end of a pipe whose reader looks for
+// the bookmark annotated k8s.io/initial-events-end in a watch-list's body,
+// decompressed first when the apiserver gzipped the stream (it flushes
+// each event, so each can be read as it comes), and stores when it came
+// in rec.initialEnd. The reader drains the pipe to its end either way, so
+// writes never block for long.
+func newMarkerScan(rec *request, gzipped bool) *io.PipeWriter {
+	pr, pw := io.Pipe()
+	go func() {
+		defer io.Copy(io.Discard, pr) //nolint:errcheck // drain whatever the scan left
+		var r io.Reader = pr
+		if gzipped {
+			zr, err := gzip.NewReader(pr)
+			if err != nil {
+				return
+			}
+			r = zr
+		}
+		buf := make([]byte, 32<<10)
+		var tail []byte // the marker may straddle two reads
+		for {
+			n, err := r.Read(buf)
+			chunk := append(tail, buf[:n]...)
+			if bytes.Contains(chunk, initialEventsEnd) {
+				rec.initialEnd.Store(time.Now().UnixNano())
+				return
+			}
+			tail = append(tail[:0], chunk[max(0, len(chunk)-len(initialEventsEnd)):]...)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return pw
 }
 
 // requestLog holds every request of a measurement window, both sides.

@@ -246,6 +246,57 @@ func printReport(results []*roundResult) {
 	}
 
 	fmt.Println()
+	fmt.Println("How long each side's watch-lists took to send their initial events, by resource: from the response's headers to the bookmark that ends them, in seconds, per restart pooled (each side's 20-odd watch-lists of a kind share the apiserver's pace of serving that kind).")
+	fmt.Println()
+	fmt.Println("| objects per informer | writes at | resource | plain: p50 / max | ours: p50 / max |")
+	fmt.Println("| ---: | --- | --- | --- | --- |")
+	for _, g := range groups {
+		rs := of(g)
+		for _, k := range splitList(*kindsFlag) {
+			cell := func(sd string) string {
+				var d []time.Duration
+				for _, r := range rs {
+					for _, q := range r.reqs {
+						if e, h := q.initialEnd.Load(), q.headers.Load(); q.side == sd && q.watchList() && e != 0 && h != 0 && resourceOf(q.path) == k {
+							d = append(d, time.Duration(e-h))
+						}
+					}
+				}
+				return secs(quantile(d, 0.5)) + " / " + secs(quantile(d, 1))
+			}
+			fmt.Printf("| %d | %s | %s | %s | %s |\n", g.size, g.at, k, cell("plain"), cell("ours"))
+		}
+	}
+
+	fmt.Println()
+	fmt.Println("The waits released later than plain's lister showed the write (by over 1 ms), by where our informer's watch-list was when the write returned: still sending initial events that predate the write (its snapshot was taken first, so the write comes after them: plain's watch-list, sent after the write, holds it in its initial events, and the two sides' lists race on the apiserver's pace), or past them (both sides were watching: the jitter between two streams); and, for the first, seconds from the write to the end of our watch-list's initial events.")
+	fmt.Println()
+	fmt.Println("| objects per informer | writes at | later by over 1 ms | ours still sending initial events | ours past them | other | write → ours' initial events end, p50 / max (s) |")
+	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: | --- |")
+	for _, g := range groups {
+		var later, mid, past, other int
+		var toEnd []time.Duration
+		for _, r := range of(g) {
+			for _, w := range r.writes {
+				if w.err != nil || w.waitErr != nil || w.plainSeen == never || w.oursWait-max(w.plainSeen, 0) <= time.Millisecond {
+					continue
+				}
+				later++
+				switch q := oursWatchList(r.reqs, w); {
+				case q == nil:
+					other++
+				case w.writtenAt.UnixNano() < q.initialEnd.Load():
+					mid++
+					toEnd = append(toEnd, time.Duration(q.initialEnd.Load()-w.writtenAt.UnixNano()))
+				default:
+					past++
+				}
+			}
+		}
+		fmt.Printf("| %d | %s | %d | %d | %d | %d | %s / %s |\n", g.size, g.at, later, mid, past, other, secs(quantile(toEnd, 0.5)), secs(quantile(toEnd, 1)))
+	}
+
+	fmt.Println()
 	fmt.Println("Our informers' counters over the window, summed over the informers, per restart (mean): Stats (Lists admitted, Watches, StaleListsRefused, FloorRaised, RestoreProbes: restore checks, Regressions, WatchesStopped, Bookmarks) and ProbeStats (Probes, Requests, Snapshots, SnapshotMatches, Relists, Advances).")
 	fmt.Println()
 	fmt.Println("| objects per informer | writes at | Lists | Watches | StaleListsRefused | FloorRaised | RestoreProbes | Regressions | WatchesStopped | Bookmarks | Probes | probe Requests | Snapshots | SnapshotMatches | probe Relists | Advances |")
@@ -363,4 +414,27 @@ func num(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
+}
+
+// resourceOf is a namespaced core path's resource: /api/v1/namespaces/NS/RESOURCE.
+func resourceOf(path string) string {
+	if parts := strings.Split(path, "/"); len(parts) == 6 {
+		return parts[5]
+	}
+	return ""
+}
+
+// oursWatchList is our informer's watch-list that w's write met: of those
+// of w's namespace and resource that sent all their initial events, the
+// last whose headers came before the write returned; nil if none.
+func oursWatchList(reqs []*request, w writeResult) *request {
+	path := "/api/v1/namespaces/" + w.ns + "/" + w.resource
+	var found *request
+	for _, q := range reqs {
+		if q.side == "ours" && q.watchList() && q.path == path && q.initialEnd.Load() != 0 &&
+			q.headers.Load() <= w.writtenAt.UnixNano() && (found == nil || q.headers.Load() > found.headers.Load()) {
+			found = q
+		}
+	}
+	return found
 }
