@@ -291,10 +291,9 @@ func (f *FreshInformer) unghost(obj any) (state any, ok bool) {
 
 // zoneEvent handles a watch event at rv if it lies in the snapshot zone
 // and its key is not cached: the cache's state already includes it (see
-// applySnapshot), so the
-// indexer is left alone and handlers hear of it as client-go's would. It
-// is neither out of order nor a fault. It reports whether the event was
-// the zone's. applyMu is held.
+// compareSnapshot), so the indexer is left alone and handlers hear of it
+// as client-go's would. It is neither out of order nor a fault. It reports
+// whether the event was the zone's. applyMu is held.
 func (f *FreshInformer) zoneEvent(kind handlers.Kind, obj any, rv freshness.RV, rvErr error) bool {
 	z := &f.zone
 	if rvErr != nil || z.end.IsZero() || rv.Compare(z.stream) <= 0 || rv.Compare(z.end) > 0 {
