@@ -134,10 +134,7 @@ func TestShutDownEventHandler(t *testing.T) {
 // clientset), as client-go's informer delivers them.
 func TestUnchangedUpdatesReachHandlersWithoutResync(t *testing.T) {
 	inf, _, w := startScripted(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	rec.waitFor(t, 1)
 	w.Modify(cm("a", "5", "same version"))
 	if got := rec.waitFor(t, 2); got[1] != "update a@5->5" {
@@ -151,10 +148,7 @@ func TestResyncFollowsTheInformersClock(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, time.Hour, nil, scriptOptions(WithClock(clk))...)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	runInformer(t, inf)
 	lw.nextWatcher()
 	rec.waitFor(t, 1)

@@ -27,10 +27,7 @@ import (
 func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1)
 		w.Delete(cm("a", "m2"))
 		w.Delete(cm("a", "m2")) // the duplicate, as mangled as the original
@@ -58,10 +55,7 @@ func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
 func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1)
 		w.Modify(cm("a", "m3")) // cached, but its resource version cannot be ordered
 		w.Add(cm("b", "4"))
@@ -89,10 +83,7 @@ func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
 func TestReplayAfterMalformedDeleteDoesNotBringKeyBack(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1)
 		w.Modify(cm("a", "3"))
 		w.Delete(cm("a", "m4")) // applied; freshness stays at 3

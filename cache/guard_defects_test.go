@@ -85,10 +85,7 @@ func TestReplayedOlderEventDoesNotLowerFloor(t *testing.T) {
 				regs := newRegressionLog()
 				inf, lw, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}},
 					WithRegressionHandler(regs.handle))
-				rec := newRecorder()
-				if _, err := inf.AddEventHandler(rec); err != nil {
-					t.Fatal(err)
-				}
+				rec := recordHandlers(t, inf)
 				w.Modify(cm("a", "2"))
 				w.Modify(cm("a", "3"))
 				waitFresh(t, inf, "3")
@@ -145,10 +142,7 @@ func TestReplayedDeleteOfGoneKeyIsRejected(t *testing.T) {
 		a1 := cm("a", "1")
 		a1.UID = "A"
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{a1}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1)
 		withUID := func(c *corev1.ConfigMap, uid types.UID) *corev1.ConfigMap { c.UID = uid; return c }
 		w.Delete(withUID(cm("a", "2"), "A"))
@@ -174,10 +168,7 @@ func TestReplayedDeleteOfGoneKeyIsRejected(t *testing.T) {
 func TestDuplicateDeleteIsRejected(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1)
 		w.Delete(cm("a", "2"))
 		w.Delete(cm("a", "2")) // duplicate

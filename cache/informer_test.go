@@ -128,10 +128,7 @@ func TestBookmarksInStreamOrderWithAtomicFIFOOff(t *testing.T) {
 func TestOutOfOrderAndDuplicateEvents(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "30", objects: []*corev1.ConfigMap{cm("a", "30", "v30")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 1) // the initial add
 
 		w.Modify(cm("a", "25", "stale")) // older than the cached object
@@ -160,10 +157,7 @@ func TestOutOfOrderAndDuplicateEvents(t *testing.T) {
 func TestDeletes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5"), cm("b", "6")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 2)
 		w.Delete(cm("a", "12"))
 		waitFresh(t, inf, "12")

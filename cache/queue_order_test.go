@@ -105,10 +105,7 @@ func replace(t *testing.T, q *guard.Queue, rv string, objs ...*corev1.ConfigMap)
 // and released waits for the restored server's new writes on it).
 func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
 	// The old server's relist and an event behind it, not yet applied

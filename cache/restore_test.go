@@ -196,10 +196,7 @@ func restoreAt60(inf *FreshInformer, st trust.Stamp) {
 func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
 	regs := newRegressionLog()
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	rec.waitFor(t, 1)

@@ -24,10 +24,7 @@ func TestDeletedKeyBroughtBackIsDeclared(t *testing.T) {
 		regs := newRegressionLog()
 		inf, lw, w := startScripted(t, mode, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5"), cm("b", "6")}},
 			WithRegressionHandler(regs.handle))
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 2)
 		w.Delete(cm("a", "20"))
 		w.Add(cm("c", "21"))

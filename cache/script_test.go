@@ -276,6 +276,16 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1024)} }
 
+// recordHandlers adds a new recorder to inf's handlers.
+func recordHandlers(t *testing.T, inf *FreshInformer) *recorder {
+	t.Helper()
+	rec := newRecorder()
+	if _, err := inf.AddEventHandler(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 func (r *recorder) record(s string) {
 	r.mu.Lock()
 	r.events = append(r.events, s)

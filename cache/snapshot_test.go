@@ -207,10 +207,7 @@ func TestSnapshotMismatchWaitsForTheStream(t *testing.T) {
 func TestSnapshotEventsBehindIt(t *testing.T) {
 	lw := newStateLW(t, 10, cm("a", "5"))
 	inf, w := startState(t, lw)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	rec.waitFor(t, 1)
 	created := lw.commit("x", false)
 	updated := lw.commit("x", false)
@@ -252,10 +249,7 @@ func TestSnapshotEventsBehindIt(t *testing.T) {
 func TestSnapshotZoneEndsWithTombstones(t *testing.T) {
 	lw := newStateLW(t, 10)
 	inf, w := startState(t, lw)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	created := lw.commit("x", false)
 	lw.commit("x", true)
 	rv := lw.commit("", false)
@@ -363,10 +357,7 @@ func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
 func TestSnapshotZoneKeyWithAMalformedEvent(t *testing.T) {
 	lw := newStateLW(t, 10)
 	inf, w := startState(t, lw)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := recordHandlers(t, inf)
 	x := lw.commit("x", false)
 	lw.commit("x", false)
 	xGone := lw.commit("x", true)

@@ -13,10 +13,7 @@ import (
 func TestRelistDropsObjectsAsTombstones(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, lw, w := startScripted(t, mode, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5"), cm("b", "6")}})
-		rec := newRecorder()
-		if _, err := inf.AddEventHandler(rec); err != nil {
-			t.Fatal(err)
-		}
+		rec := recordHandlers(t, inf)
 		rec.waitFor(t, 2)
 		lw.queueLists(listResponse{rv: "20", objects: []*corev1.ConfigMap{cm("b", "6")}})
 		w.Error(goneError())
@@ -39,10 +36,7 @@ func TestRelistDropsObjectsAsTombstones(t *testing.T) {
 // non-atomic queues produce them) directly.
 func TestTombstoneDeletes(t *testing.T) {
 	inf := NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil)
-	rec := newRecorder()
-	if _, err := inf.AddEventHandler(rec); err != nil {
-		t.Fatal(err)
-	}
+	recordHandlers(t, inf) // deletes are delivered too, though nothing here reads them
 	apply := func(d toolscache.Delta) {
 		t.Helper()
 		if err := inf.handleDeltas(toolscache.Deltas{d}, false); err != nil {
