@@ -480,6 +480,9 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		f.written.PruneReached(rv)
 	}
 	f.settle(f.trust.Listed(rv, admitted.Stamp))
+	if admitted.AfterFailure {
+		f.quiet.sched.Recovered(admitted.Sent) // probes wait for a server just back
+	}
 }
 
 // markIncomparable switches the informer to plain mode until a list's

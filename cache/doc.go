@@ -175,7 +175,12 @@
 // history went back (a restore is declared), and waits that joined before
 // it for targets above it fail with freshness.ErrTooLargeResourceVersion.
 // While no wait could be released by a probe (an outage, a restore), none
-// is sent, and probes back off while waits stay pending.
+// is sent, and probes back off while waits stay pending. After a relist
+// that followed a failed request, probes wait at least as long as that
+// relist took, for as long again (at most 5 s): a server just back from
+// an outage is as slow to send the next events, and a probe sooner would
+// mostly ask what the stream is about to tell (on the snapshot route,
+// listing as much as the relist did).
 //
 // The restore check (check.go) reads the same snapshot, of up to the
 // snapshot limit's objects (DefaultSnapshotProbeLimit where the route is
@@ -226,6 +231,7 @@
 //
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu → trust (its waiter set's lock)
+//	                   applyMu → probe.Scheduler.mu (a relist after a failure)
 //	afterFreshCall.mu → probe.Scheduler.mu → probe.Runner.mu, Guard.mu, trust
 //	probe.Runner.mu (restore checks) → trust
 //	recorded.Timer.mu → trust, metrics.Provider.mu

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -98,6 +99,35 @@ func TestWaitDuringOutageWaitsForTheRelist(t *testing.T) {
 	}
 	if !inf.trust.Reached(mustRV(t, "120")) {
 		t.Fatal("the fast path does not work again after the outage")
+	}
+}
+
+// Issue 28 (bytes after a restart): an apiserver just back from an outage
+// answers slowly, and its stream delivers late; a probe then mostly asks
+// what the stream is about to tell, and on the snapshot route lists as much
+// as the relist did. After a relist that followed a failure and took 600
+// ms, a wait that the stream does not meet sends no probe for 600 ms; once
+// that has passed, probes are back to their own delay.
+func TestProbesWaitAsLongAsTheRelistAfterAnOutageTook(t *testing.T) {
+	const took = 600 * time.Millisecond
+	inf, lw := startOutage(t, WithQuietProbeDelay(20*time.Millisecond))
+	lw.queueLists(listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}, delay: took},
+		listResponse{rv: "120", objects: []*corev1.ConfigMap{cm("a", "100")}})
+	waitFresh(t, inf, "120")
+	lists := lw.listCount()
+	ctx, cancel := context.WithTimeout(context.Background(), took/2)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, "130"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitForFreshness(130) right after the slow relist = %v, want it held until its deadline", err)
+	}
+	if n := lw.listCount() - lists; n != 0 {
+		t.Fatalf("%d probes sent within %v of a relist that took %v", n, took/2, took)
+	}
+	time.Sleep(took)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, "130"); !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
+		t.Fatalf("WaitForFreshness(130) later = %v, want a probe to find the server at 120", err)
 	}
 }
 

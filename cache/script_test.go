@@ -37,6 +37,7 @@ type listResponse struct {
 	rv      string
 	objects []*corev1.ConfigMap
 	err     error
+	delay   time.Duration // how long the server takes to answer
 }
 
 // scriptedLW is a ListerWatcher whose answers the test scripts: lists come
@@ -140,6 +141,7 @@ func (lw *scriptedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 		return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: r.rv}}, r.err
 	}
 	r := lw.nextList(opts)
+	time.Sleep(r.delay)
 	if r.err != nil {
 		return nil, r.err
 	}

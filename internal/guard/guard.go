@@ -97,7 +97,7 @@ type Guard struct {
 	pendingWatch   *openWatch                // a watch-list whose initial events are not queued yet
 	fallback       bool                      // a watch-list was refused: the next list is client-go's fallback
 	listConsistent bool                      // the last list request was a consistent read
-	listStamp      Stamp                     // the last list request's stamp
+	listAdmission  ListAdmission             // the last list request's stamp, when it was sent, after a failure
 	forceRelist    bool                      // a relist is due: the next plain watch relists first
 	// broken: Owner.Broken was called since the last list request or
 	// watch start; failed: for a failed request other than 410 Gone (the
@@ -187,6 +187,11 @@ func (g *Guard) floorLocked() (floor freshness.RV, restoring bool) {
 type ListAdmission struct {
 	// Stamp is the list request's.
 	Stamp Stamp
+	// Sent is when the list request was sent (real time, as the probe
+	// scheduler's), and AfterFailure whether a request had failed before
+	// it: the server may be just back from an outage.
+	Sent         time.Time
+	AfterFailure bool
 	// Regression, when set, says the list is older than the floor and
 	// accepted (RegressionConsistentList, RegressionStaleList): the
 	// informer declares it as it applies the list, after what was queued
@@ -239,7 +244,7 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 	listRV, parseErr := freshness.ParseRV(rv)
 	g.mu.Lock()
 	floor, restoring := g.floorLocked()
-	a := ListAdmission{Stamp: g.listStamp}
+	a := g.listAdmission
 	if parseErr != nil {
 		// Not comparable: nothing to guard; the informer works as a plain
 		// one until a list is comparable again.

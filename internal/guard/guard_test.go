@@ -471,6 +471,15 @@ func TestListAfterAFailedRequestIsConsistent(t *testing.T) {
 			if got := inner.lists[0].ResourceVersion == ""; got != tc.consistent {
 				t.Fatalf("the next list %+v, want consistent %v", inner.lists[0], tc.consistent)
 			}
+			// What the informer learns when it applies the list: it
+			// followed a failure (probes wait for a server just back).
+			if _, err := g.admitList("120", tc.consistent, false); err != nil {
+				t.Fatal(err)
+			}
+			g.TakeList() // the test's own first list
+			if a := g.TakeList(); a.AfterFailure != tc.consistent || a.Sent.IsZero() {
+				t.Fatalf("admission %+v, want AfterFailure %v and the time it was sent", a, tc.consistent)
+			}
 		})
 	}
 }

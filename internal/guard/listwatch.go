@@ -59,7 +59,7 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.forceRelist = false // this is the relist
 	failed := g.failed
 	g.broken, g.failed = false, false
-	g.listStamp = g.opts.Owner.Stamp()
+	g.listAdmission = ListAdmission{Stamp: g.opts.Owner.Stamp(), Sent: time.Now(), AfterFailure: failed}
 	floor, restoring := g.floorLocked()
 	if restoring || (failed && g.admittedAny) || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""

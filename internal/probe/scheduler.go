@@ -51,6 +51,10 @@ type Scheduler struct {
 	armedAt freshness.RV // the applied resource version when armed
 	stopped bool
 	idle    int // consecutive probes after which waits were still pending
+	// slow is how long the informer's relist after a failed request took,
+	// the least delay until slowUntil (see Recovered).
+	slow      time.Duration
+	slowUntil time.Time
 }
 
 // Start lets the Scheduler run probes, with contexts derived from ctx.
@@ -67,6 +71,29 @@ func (s *Scheduler) Idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.waiters == 0 && s.timer == nil && !s.runner.Running()
+}
+
+// Recovered tells the Scheduler the informer applied a list sent at sent,
+// after a request had failed: a server just back from an outage, still
+// filling its caches, that took this long to answer the list is as slow
+// to send the next events. For as long again (at most MaxDelay), a probe
+// waits at least as long: sooner, it mostly asks what the stream is about
+// to tell, and on the snapshot route lists as much as the relist did.
+func (s *Scheduler) Recovered(sent time.Time) {
+	now := time.Now()
+	took := min(now.Sub(sent), MaxDelay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slow, s.slowUntil = took, now.Add(took)
+}
+
+// delayLocked is the base delay, or a slow server's (see Recovered).
+func (s *Scheduler) delayLocked(now time.Time) time.Duration {
+	d := s.Delay()
+	if d >= 0 && d < s.slow && now.Before(s.slowUntil) {
+		return s.slow
+	}
+	return d
 }
 
 // Join counts a wait for target, and arms the timer if none is armed. A
@@ -87,7 +114,7 @@ func (s *Scheduler) Join(target freshness.RV) {
 		}
 	}
 	if s.timer == nil && !s.runner.Running() {
-		s.armLocked(s.Delay())
+		s.armLocked(s.delayLocked(time.Now()))
 	}
 }
 
@@ -140,7 +167,7 @@ func (s *Scheduler) fire() {
 		return
 	}
 	if s.Applied().Compare(s.armedAt) > 0 || s.Busy() {
-		s.armLocked(s.Delay())
+		s.armLocked(s.delayLocked(time.Now()))
 		return
 	}
 	if !s.runner.Run(s.run, false) {
@@ -171,7 +198,7 @@ func (s *Scheduler) run(ctx context.Context) {
 // off while they wait for resource versions the server has not reached.
 func (s *Scheduler) rearmLocked(behind bool) {
 	s.idle++
-	d := min(s.Delay()<<min(s.idle, 6), MaxDelay)
+	d := min(s.delayLocked(time.Now())<<min(s.idle, 6), MaxDelay)
 	if behind {
 		d = BehindDelay
 	}
