@@ -77,7 +77,10 @@
 //     requested after it has been applied, nor a restore check sent after
 //     it answered. The stream that resumes relists first (on the watch
 //     path, without the Reflector's backoff), or, for an informer larger
-//     than the restore check's snapshot, runs the check;
+//     than the restore check's snapshot, runs the check. An informer whose
+//     objects take 128 KiB or more relists after a failure with a list,
+//     not a watch-list, which a server just back streams slowly (options.go,
+//     listCompressedBytes);
 //   - a restore check in flight: a recorded write below applied that the
 //     stream never delivered (RecordWrite) may come from a server
 //     restored without --bump-revision;

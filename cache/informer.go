@@ -151,11 +151,30 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		AcceptRegressionAfter: options.AcceptRegressionAfter,
 		Clock:                 options.Clock,
 		StreamClock:           options.internal.streamClock,
+		ListAfterFailure:      func() bool { return f.listIsCompressed(options.internal.listCompressedBytes) },
 	})
 	if options.Metrics != nil {
 		f.metrics = options.Metrics.InformerMetrics(f)
 	}
 	return f
+}
+
+// listIsCompressed reports whether a list of the informer's objects would
+// take at least limit bytes in protobuf (see listCompressedBytes). Objects
+// without a protobuf size (unstructured, custom types) say no: the
+// watch-list stays.
+func (f *FreshInformer) listIsCompressed(limit int) bool {
+	n := 0
+	for _, obj := range f.indexer.List() {
+		s, ok := obj.(interface{ Size() int })
+		if !ok {
+			return false
+		}
+		if n += s.Size(); n >= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // starting tells the informer its factory's Start is about to run it, so

@@ -52,6 +52,7 @@ type scriptedLW struct {
 	listCalls   []metav1.ListOptions
 	watchOpts   []metav1.ListOptions
 	watchErrs   []error // what the next watch requests fail with
+	watchLists  int     // watch-lists answered with initial events
 	watchers    chan *watch.RaceFreeFakeWatcher
 	probes      gate // limit=1 lists (holdProbes)
 	watchesGate gate // the informer's watches, not the probes' (holdWatches)
@@ -172,6 +173,9 @@ func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
+		lw.mu.Lock()
+		lw.watchLists++
+		lw.mu.Unlock()
 		for _, o := range r.objects {
 			w.Add(o.DeepCopy())
 		}

@@ -74,6 +74,12 @@ type Options struct {
 	// The real clock if nil, whatever Clock is: a fake Clock a test steps
 	// for the bound must not make every stream look ended early.
 	StreamClock clock.PassiveClock
+	// ListAfterFailure, if set, reports whether the Reflector's next
+	// watch-list, after a failed request, should be a list instead: the
+	// watch-list request fails at once, unsent, and the Reflector lists
+	// (client-go falls back to a list on any watch-list error). Called
+	// with no Guard lock held.
+	ListAfterFailure func() bool
 }
 
 // Guard keeps one informer's list/watch stream from going back in time.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -484,10 +488,68 @@ func TestListAfterAFailedRequestIsConsistent(t *testing.T) {
 	}
 }
 
-// failingWatchLW fails every watch with err.
+// failingWatchLW fails every watch with err (none when nil).
 type failingWatchLW struct {
 	recordingLW
 	err error
 }
 
-func (f *failingWatchLW) Watch(metav1.ListOptions) (watch.Interface, error) { return nil, f.err }
+func (f *failingWatchLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	if f.err == nil {
+		return f.recordingLW.Watch(o)
+	}
+	f.watches = append(f.watches, o)
+	return nil, f.err
+}
+
+// After a failed request, a watch-list the owner wants as a list
+// (Options.ListAfterFailure) fails at once, unsent and uncounted, so that
+// client-go's Reflector lists instead; the list is a consistent read.
+// Before any failure, and for an owner that does not want it, the
+// watch-list goes out.
+func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
+	for _, large := range []bool{true, false} {
+		t.Run(fmt.Sprint("large=", large), func(t *testing.T) {
+			g := New(Options{Owner: &fakeOwner{}, ListAfterFailure: func() bool { return large }})
+			inner := &failingWatchLW{err: connectionRefused()}
+			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+			defer q.Close()
+			ctx := context.Background()
+			watchList := metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true}
+			if _, err := lw.WatchWithContext(ctx, watchList); errors.Is(err, errListInstead) {
+				t.Fatal("a watch-list before any list became a list")
+			}
+			if err := q.Replace(nil, "100"); err != nil {
+				t.Fatal(err)
+			}
+			inner.err = connectionRefused() // the apiserver is down
+			if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err == nil {
+				t.Fatal("the watch did not fail")
+			}
+			sent, counted := len(inner.watches), g.Stats().Watches
+			_, err := lw.WatchWithContext(ctx, watchList)
+			if got := errors.Is(err, errListInstead); got != large {
+				t.Fatalf("watch-list after a failure = %v, want a list instead: %v", err, large)
+			}
+			if large && (len(inner.watches) != sent || g.Stats().Watches != counted) {
+				t.Fatal("the watch-list replaced by a list was sent or counted")
+			}
+			if !large && len(inner.watches) != sent+1 {
+				t.Fatal("the watch-list was not sent")
+			}
+			if large {
+				if _, err := lw.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
+					t.Fatal(err)
+				}
+				if o := inner.lists[len(inner.lists)-1]; o.ResourceVersion != "" {
+					t.Fatalf("the list instead asked %+v, want a consistent read", o)
+				}
+			}
+		})
+	}
+}
+
+func connectionRefused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+}

@@ -78,6 +78,20 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.listConsistent = options.ResourceVersion == ""
 }
 
+// errListInstead fails a watch-list request the Guard did not send: the
+// Reflector lists instead (see Options.ListAfterFailure).
+var errListInstead = errors.New("freshinformer: a list instead of a watch-list after a failed request")
+
+// listInstead reports whether a watch-list requested now should be a list
+// (Options.ListAfterFailure): a request failed since the last list, and
+// the informer has listed before.
+func (g *Guard) listInstead() bool {
+	g.mu.Lock()
+	after := g.failed && g.admittedAny
+	g.mu.Unlock()
+	return after && g.opts.ListAfterFailure != nil && g.opts.ListAfterFailure()
+}
+
 // requestFailed tells the Owner a request failed with err, or a stream
 // ended early (err nil), unless the informer is stopping.
 func (g *Guard) requestFailed(ctx context.Context, err error) {
@@ -136,8 +150,11 @@ func (g *Guard) listFailed(ctx context.Context, err error) {
 
 func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	g := lw.guard
-	g.watches.Add(1)
 	watchList := options.SendInitialEvents != nil && *options.SendInitialEvents
+	if watchList && g.listInstead() {
+		return nil, errListInstead
+	}
+	g.watches.Add(1)
 	if watchList {
 		g.startRV(&options, true)
 	} else {
