@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -568,7 +565,7 @@ func TestWriteBelowFloorTriggersRestore(t *testing.T) {
 // the floor, the restore is declared at once and the cache follows it.
 // After a plain outage the relist declares nothing.
 func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	refused := connectionRefused()
 	for _, restored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("restored=%v", restored), func(t *testing.T) {
 			regs := newRegressionLog()
@@ -609,7 +606,7 @@ func TestWatchResumedAfterOutageVerifiesServer(t *testing.T) {
 // again before the informer's watch resumes. The wait for it returns once
 // the consistent relist has declared the restore, with the restored state.
 func TestWriteDuringOutageIsVerified(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	refused := connectionRefused()
 	regs := newRegressionLog()
 	inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
 	w.Add(cm("a", "99"))

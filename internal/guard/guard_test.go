@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"sync"
-	"syscall"
 
 	"testing"
 	"time"
@@ -511,7 +508,7 @@ func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
 	for _, large := range []bool{true, false} {
 		t.Run(fmt.Sprint("large=", large), func(t *testing.T) {
 			g := New(Options{Owner: &fakeOwner{}, ListAfterFailure: func() bool { return large }})
-			inner := &failingWatchLW{err: connectionRefused()}
+			inner := &failingWatchLW{err: apierrors.NewServiceUnavailable("the apiserver is down")}
 			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 			defer q.Close()
@@ -523,7 +520,7 @@ func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
 			if err := q.Replace(nil, "100"); err != nil {
 				t.Fatal(err)
 			}
-			inner.err = connectionRefused() // the apiserver is down
+			inner.err = apierrors.NewServiceUnavailable("the apiserver is down")
 			if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err == nil {
 				t.Fatal("the watch did not fail")
 			}
@@ -548,8 +545,4 @@ func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
 			}
 		})
 	}
-}
-
-func connectionRefused() error {
-	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 }

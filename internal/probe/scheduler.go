@@ -88,9 +88,9 @@ func (s *Scheduler) Recovered(sent time.Time) {
 }
 
 // delayLocked is the base delay, or a slow server's (see Recovered).
-func (s *Scheduler) delayLocked(now time.Time) time.Duration {
+func (s *Scheduler) delayLocked() time.Duration {
 	d := s.Delay()
-	if d >= 0 && d < s.slow && now.Before(s.slowUntil) {
+	if d >= 0 && d < s.slow && time.Now().Before(s.slowUntil) {
 		return s.slow
 	}
 	return d
@@ -114,7 +114,7 @@ func (s *Scheduler) Join(target freshness.RV) {
 		}
 	}
 	if s.timer == nil && !s.runner.Running() {
-		s.armLocked(s.delayLocked(time.Now()))
+		s.armLocked(s.delayLocked())
 	}
 }
 
@@ -167,7 +167,7 @@ func (s *Scheduler) fire() {
 		return
 	}
 	if s.Applied().Compare(s.armedAt) > 0 || s.Busy() {
-		s.armLocked(s.delayLocked(time.Now()))
+		s.armLocked(s.delayLocked())
 		return
 	}
 	if !s.runner.Run(s.run, false) {
@@ -198,7 +198,7 @@ func (s *Scheduler) run(ctx context.Context) {
 // off while they wait for resource versions the server has not reached.
 func (s *Scheduler) rearmLocked(behind bool) {
 	s.idle++
-	d := min(s.delayLocked(time.Now())<<min(s.idle, 6), MaxDelay)
+	d := min(s.delayLocked()<<min(s.idle, 6), MaxDelay)
 	if behind {
 		d = BehindDelay
 	}

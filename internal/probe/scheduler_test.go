@@ -96,25 +96,25 @@ func TestSchedulerProbesWhilePendingOnly(t *testing.T) {
 // stays off.
 func TestSchedulerDelayAfterASlowRecovery(t *testing.T) {
 	s := testScheduler(20*time.Millisecond, nil)
-	now := time.Now()
-	if d := s.delayLocked(now); d != 20*time.Millisecond {
+	if d := s.delayLocked(); d != 20*time.Millisecond {
 		t.Fatalf("delay before any recovery = %v, want the base 20ms", d)
 	}
-	s.Recovered(now.Add(-300 * time.Millisecond))
-	now = time.Now()
-	if d := s.delayLocked(now); d < 300*time.Millisecond || d > time.Second {
+	s.Recovered(time.Now().Add(-300 * time.Millisecond))
+	if d := s.delayLocked(); d < 300*time.Millisecond || d > time.Second {
 		t.Fatalf("delay right after a 300ms relist = %v, want about 300ms", d)
 	}
-	if d := s.delayLocked(now.Add(time.Second)); d != 20*time.Millisecond {
-		t.Fatalf("delay a second later = %v, want the base 20ms again", d)
+	s.Recovered(time.Now().Add(-50 * time.Millisecond))
+	time.Sleep(60 * time.Millisecond)
+	if d := s.delayLocked(); d != 20*time.Millisecond {
+		t.Fatalf("delay once a 50ms relist's 50ms have passed = %v, want the base 20ms again", d)
 	}
-	s.Recovered(now.Add(-time.Minute))
-	if d := s.delayLocked(time.Now()); d != MaxDelay {
+	s.Recovered(time.Now().Add(-time.Minute))
+	if d := s.delayLocked(); d != MaxDelay {
 		t.Fatalf("delay after a one-minute relist = %v, want MaxDelay", d)
 	}
 	off := testScheduler(-1, nil)
-	off.Recovered(now.Add(-time.Second))
-	if d := off.delayLocked(time.Now()); d >= 0 {
+	off.Recovered(time.Now().Add(-time.Second))
+	if d := off.delayLocked(); d >= 0 {
 		t.Fatalf("delay with probing off = %v after a recovery, want it off", d)
 	}
 }
