@@ -1062,8 +1062,12 @@ func (r *seedRun) sample(stop <-chan struct{}) {
 			return
 		case <-time.After(500 * time.Microsecond):
 		}
-		regs := r.regressions.Load()
+		// The position first: a regression is declared (the callback
+		// counts it) before the position goes back, so a decrease seen
+		// here finds its declaration counted below. The other order lets
+		// a declaration land between the two reads and look missing.
 		cur, err := freshness.ParseRV(r.inf.LastObservedResourceVersion())
+		regs := r.regressions.Load()
 		if err == nil {
 			if !last.IsZero() && cur.Compare(last) < 0 {
 				if regs > consumed {
