@@ -140,7 +140,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
 	f.initProbes()
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
-		f.detectStaleReads(options.OnStaleRead, mode == detector.Halt)
+		f.detectStaleReads(options, mode == detector.Halt)
 	}
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
@@ -256,6 +256,9 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.started.Store(true)
 	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
+	if f.staleReads != nil {
+		f.staleReads.Started(logger) // says, once, that it is on
+	}
 	if f.initialFloorErr != nil {
 		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}

@@ -98,9 +98,14 @@ type Options struct {
 	// more; the environment variable stalereads.EnvVar turns it on too.
 	DetectStaleReads bool
 	// OnStaleRead, if set, receives each stale read the detector finds
-	// (besides the log and the counter); it runs on the reading goroutine
-	// and must not block. It takes the report from stalereads=halt.
+	// (besides the counter), in place of the log: reports are then not
+	// logged, nor is the line saying the detector is on, unless
+	// LogStaleReads. It runs on the reading goroutine and must not block.
+	// It takes the report from stalereads=halt.
 	OnStaleRead func(stalereads.Report)
+	// LogStaleReads logs the stale-read reports through klog even with
+	// OnStaleRead set (without it, they always are).
+	LogStaleReads bool
 
 	// internal holds what only the package's tests set.
 	internal internalOptions
@@ -190,10 +195,20 @@ func WithConsistentInitialList() Option {
 }
 
 // WithStaleReadDetection turns the stale-read detector on for the informer
-// (see Options.DetectStaleReads); onReport, if not nil, receives each
-// report. Through a factory: WithInformerOptions(WithStaleReadDetection(nil)).
+// (see Options.DetectStaleReads). With onReport nil, reports are logged
+// (and counted), and the informer logs one line when it starts saying the
+// detector is on. With onReport, each report goes to it instead of the
+// log (WithStaleReadLogging logs them too). Through a factory:
+// WithInformerOptions(WithStaleReadDetection(nil)).
 func WithStaleReadDetection(onReport func(stalereads.Report)) Option {
 	return func(o *Options) { o.DetectStaleReads, o.OnStaleRead = true, onReport }
+}
+
+// WithStaleReadLogging logs the stale-read detector's reports even when a
+// handler (WithStaleReadDetection(onReport)) receives them
+// (Options.LogStaleReads). It does not turn the detector on.
+func WithStaleReadLogging() Option {
+	return func(o *Options) { o.LogStaleReads = true }
 }
 
 // ErrUnknownResource is matched by the error of a lookup that cannot tell

@@ -6,21 +6,21 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/reflector"
-	"github.com/freshinformer/freshinformer/stalereads"
 )
 
 // detectStaleReads turns the stale-read detector on (at construction):
 // reads are judged against the applied resource version, the table is
 // pruned as waits are released, and a declared regression, which rewrote
-// the history writes are judged against, resets it.
-func (f *FreshInformer) detectStaleReads(onReport func(stalereads.Report), halt bool) {
-	f.staleReads = detector.New(detector.Config{Resource: f.resource, Informer: f.name, Indexer: f.indexer,
+// the history writes are judged against, resets it. The counts are the
+// informer's own, gone with it (StaleReads, and its metrics).
+func (f *FreshInformer) detectStaleReads(o Options, halt bool) {
+	f.staleReads = detector.New(detector.Config{Resource: f.resource, Informer: f.name, Scope: f.selector.String(), Indexer: f.indexer,
 		Applied: func() freshness.RV { return f.trust.View().Applied },
 		AfterApplied: func(rv freshness.RV, fn func(error)) {
 			_, due := f.trust.AfterFunc(rv, fn)
 			due.Run()
 		},
-		InScope: f.certainlyAdmits, OnReport: onReport, Halt: halt})
+		InScope: f.certainlyAdmits, OnReport: o.OnStaleRead, LogReports: o.LogStaleReads, Halt: halt})
 	user := f.onRegression
 	f.onRegression = func(r reflector.Regression) {
 		f.staleReads.Reset()
@@ -28,6 +28,18 @@ func (f *FreshInformer) detectStaleReads(onReport func(stalereads.Report), halt 
 			user(r)
 		}
 	}
+}
+
+// StaleReads returns how many stale reads the stale-read detector has
+// found through this informer's indexer and listers, and whether it is on
+// (WithStaleReadDetection, or the environment: package stalereads). The
+// count is the informer's own: a metrics.Provider exports it as
+// freshinformer_stale_reads_total with the informer's labels.
+func (f *FreshInformer) StaleReads() (found uint64, on bool) {
+	if f.staleReads == nil {
+		return 0, false
+	}
+	return f.staleReads.Reported(), true
 }
 
 // certainlyAdmits reports whether the informer's scope holds obj for sure:

@@ -60,14 +60,18 @@ type Options struct {
 	// variable FRESHINFORMER_DEBUG=stalereads=1 does too): a read through
 	// the cache that returns older state than the client's own earlier
 	// write is logged with its stack and counted in
-	// freshinformer_stale_reads_total. NewClient's reads wait for the
+	// freshinformer_stale_reads_total; each informer logs one line when it
+	// starts, saying the detector is on. NewClient's reads wait for the
 	// client's writes, so such reads are those made without waiting:
 	// with client.DisableReadYourWritesConsistency, or through the cache
 	// itself (a manager's GetCache, an event handler).
 	DetectStaleReads bool
 	// OnStaleRead, if set, receives each report (and turns the detector
-	// on); it runs on the reading goroutine and must not block.
+	// on) in place of the log: reports are then not logged, unless
+	// LogStaleReads. It runs on the reading goroutine and must not block.
 	OnStaleRead func(stalereads.Report)
+	// LogStaleReads logs the reports even with OnStaleRead set.
+	LogStaleReads bool
 	// NewListerWatcher, if set, makes the ListerWatcher each informer of
 	// the cache lists and watches through, in place of its API server's:
 	// a test's fake server (package fake's), a recording proxy. It is
@@ -146,7 +150,7 @@ func (o Options) NewCache(config *rest.Config, opts crcache.Options) (crcache.Ca
 		opts.Mapper = m
 	}
 	reg := &registry{scheme: opts.Scheme, mapper: opts.Mapper, timeout: o.Timeout, userHook: opts.NewInformer, newLW: o.NewListerWatcher, log: o.logger(),
-		detect: o.DetectStaleReads || o.OnStaleRead != nil, onStale: o.OnStaleRead}
+		detect: o.DetectStaleReads || o.OnStaleRead != nil, onStale: o.OnStaleRead, logStale: o.LogStaleReads}
 	if reg.timeout <= 0 {
 		reg.timeout = DefaultTimeout
 	}
@@ -327,6 +331,7 @@ type registry struct {
 	log      logr.Logger
 	detect   bool                    // Options.DetectStaleReads
 	onStale  func(stalereads.Report) // Options.OnStaleRead
+	logStale bool                    // Options.LogStaleReads
 
 	mu        sync.RWMutex // guards the fields below (lock order: see the type's doc)
 	informers []*informerEntry
@@ -382,6 +387,9 @@ func (r *registry) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	opts = append(opts, fcache.WithName(e.name))
 	if r.detect {
 		opts = append(opts, fcache.WithStaleReadDetection(r.onStale))
+	}
+	if r.logStale {
+		opts = append(opts, fcache.WithStaleReadLogging())
 	}
 	e.Informer = fcache.NewSharedIndexInformer(lw, obj, resync, indexers, opts...)
 	r.mu.Lock()

@@ -58,14 +58,20 @@
 //	freshinformer_wait_duration_seconds              histogram
 //	freshinformer_write_to_visible_seconds           histogram
 //
-// With the stale-read detector on (package stalereads), two more counters,
-// process-wide and labelled with the resource only: one series each per
-// resource the detector watches, from its first detecting informer (or
-// write through a detecting transport) on, for the life of the process,
-// whichever informers come and go:
+// With the stale-read detector on (package stalereads), one more series
+// per detecting informer, with its labels, from 0 when it is made, gone
+// with it (the count is the informer's own: FreshInformer.StaleReads):
 //
-//	freshinformer_stale_reads_total{resource}        counter
+//	freshinformer_stale_reads_total                  counter
+//
+// and, for the writes transports made with writes.WithStaleWriteCounter(p),
+// one series per resource they wrote, labelled with the resource only (a
+// transport is not an informer), from 0 at its first recorded write:
+//
 //	freshinformer_stale_writes_total{resource}       counter
+//
+// Each Provider exports only the counts of its own informers and
+// transports: two Providers in one process never export the same count.
 //
 // The histograms have one bucket by default (le="1": what share took more
 // than a second; _sum/_count give the mean) and appear at their first
@@ -106,7 +112,6 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/internal/detector"
 )
 
 // Namespace prefixes every metric name.
@@ -171,6 +176,7 @@ type Provider struct {
 	waitDuration *prometheus.HistogramVec
 	waits        *prometheus.CounterVec
 	writeVisible *prometheus.HistogramVec
+	staleWrites  *prometheus.CounterVec // of the transports counting on p
 
 	// mu guards informers, identities and the per-informer progress
 	// readings. Informer methods are called with it released; it is taken
@@ -228,6 +234,10 @@ func NewProvider(reg prometheus.Registerer, opts ...Option) (*Provider, error) {
 			Help:    "Time from a recorded write's response (RecordWrite) until the cache reached its resource version.",
 			Buckets: o.WriteVisibleBuckets,
 		}, labels),
+		staleWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "stale_writes_total",
+			Help: "Updates and patches sent through a writes transport whose resourceVersion was older than this process's own last write of the object, found by the stale-write detector (transports made with writes.WithStaleWriteCounter).",
+		}, []string{"resource"}),
 		informers:  map[*cache.FreshInformer]*informerState{},
 		identities: map[string]*identity{},
 	}
@@ -249,6 +259,13 @@ func NewDefaultProvider(opts ...Option) (*Provider, error) {
 // WithLagProbe turns the lag probe on (see Options.LagProbeInterval).
 func WithLagProbe(interval time.Duration) Option {
 	return func(o *Options) { o.LagProbeInterval = interval }
+}
+
+// AddStaleWrites counts n stale writes of gr found by a writes transport's
+// detector (writes.StaleWriteCounter: give the transport
+// writes.WithStaleWriteCounter(p)); n = 0 makes the series, at 0.
+func (p *Provider) AddStaleWrites(gr schema.GroupResource, n int) {
+	p.staleWrites.WithLabelValues(gr.String()).Add(float64(n))
 }
 
 // WithDetailedMetrics exports the detailed histograms and counters (see
@@ -444,13 +461,9 @@ var (
 	bookmarksDesc    = desc("bookmarks_total", "Watch bookmarks applied.")
 	listsDesc        = desc("lists_total", "Lists (initial list and relists, plain or watch-list) accepted into the cache.")
 	watchesDesc      = desc("watches_total", "Watch requests: the first and every restart.")
-	// The stale-read detector's counters are process-wide, per resource
-	// (package stalereads): only resources it watches have series.
-	staleReadsDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stale_reads_total"),
-		"Reads through an informer (indexer, listers, controller-runtime's cached client) that returned older state than this process's own write of the key, found by the stale-read detector.", []string{"resource"}, nil)
-	staleWritesDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "stale_writes_total"),
-		"Updates and patches sent through a writes transport whose resourceVersion was older than this process's own last write of the object, found by the stale-write detector.", []string{"resource"}, nil)
-	stalenessDesc = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
+	// Only informers whose stale-read detector is on have this series.
+	staleReadsDesc = desc("stale_reads_total", "Reads through the informer (indexer, listers, controller-runtime's cached client) that returned older state than this process's own write of the key, found by the stale-read detector.")
+	stalenessDesc  = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
 )
 
 // Describe sends the descriptions of every series the Provider exports
@@ -459,7 +472,8 @@ func (p *Provider) Describe(ch chan<- *prometheus.Desc) {
 	p.waitDuration.Describe(ch)
 	p.waits.Describe(ch)
 	p.writeVisible.Describe(ch)
-	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc, staleReadsDesc, staleWritesDesc} {
+	p.staleWrites.Describe(ch)
+	for _, d := range []*prometheus.Desc{observedRVDesc, lagDesc, progressDesc, pendingDesc, outOfOrderDesc, staleListsDesc, regressionsDesc, bookmarksDesc, listsDesc, watchesDesc, stalenessDesc, staleReadsDesc} {
 		ch <- d
 	}
 	if p.opts.Detailed {
@@ -473,6 +487,7 @@ func (p *Provider) Collect(ch chan<- prometheus.Metric) {
 	p.waitDuration.Collect(ch)
 	p.waits.Collect(ch)
 	p.writeVisible.Collect(ch)
+	p.staleWrites.Collect(ch)
 	p.mu.Lock()
 	ids := make([]*identity, 0, len(p.identities))
 	members := make([][]*informerState, 0, len(p.identities))
@@ -485,10 +500,6 @@ func (p *Provider) Collect(ch chan<- prometheus.Metric) {
 	for i, id := range ids {
 		p.collect(ch, id.labels, members[i], now)
 	}
-	detector.EachCount(func(gr schema.GroupResource, reads, writes uint64) {
-		ch <- prometheus.MustNewConstMetric(staleReadsDesc, prometheus.CounterValue, float64(reads), gr.String())
-		ch <- prometheus.MustNewConstMetric(staleWritesDesc, prometheus.CounterValue, float64(writes), gr.String())
-	})
 }
 
 // reading is one informer's values at a scrape.
@@ -500,11 +511,14 @@ type reading struct {
 	staleness    time.Duration
 	hasStaleness bool
 	stats        cache.Stats
+	staleReads   uint64
+	detecting    bool // the stale-read detector is on
 }
 
 func (p *Provider) read(s *informerState, now time.Time) reading {
 	inf := s.inf
 	r := reading{stats: inf.Stats()}
+	r.staleReads, r.detecting = inf.StaleReads()
 	observed := inf.LastObservedResourceVersion()
 	probed := p.probe(s, now)
 
@@ -559,6 +573,8 @@ func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*
 		a.Bookmarks += b.Bookmarks
 		a.Lists += b.Lists
 		a.Watches += b.Watches
+		agg.staleReads += r.staleReads
+		agg.detecting = agg.detecting || r.detecting
 	}
 
 	gauge := func(d *prometheus.Desc, v float64) {
@@ -586,6 +602,9 @@ func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*
 	counter(bookmarksDesc, st.Bookmarks)
 	counter(listsDesc, st.Lists)
 	counter(watchesDesc, st.Watches)
+	if agg.detecting {
+		counter(staleReadsDesc, agg.staleReads)
+	}
 }
 
 // probe returns the server's current resource version from the last probe,

@@ -2,11 +2,14 @@ package stalereads_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshtest"
@@ -61,7 +65,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...cache.Option) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return newLoggingFixture(t, logr.Discard(), opts...)
+}
+
+// newLoggingFixture is newFixture with its informers run on logger.
+func newLoggingFixture(t *testing.T, logger logr.Logger, opts ...cache.Option) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	f := &fixture{ctx: ctx, client: freshtest.NewClientset(), lag: freshtest.NewLag(), got: &reports{}}
 	f.lag.Fake(&f.client.Fake)
 	if opts == nil {
@@ -69,7 +79,7 @@ func newFixture(t *testing.T, opts ...cache.Option) *fixture {
 	}
 	factory := cache.NewSharedInformerFactory(f.client, 0, cache.WithInformerOptions(opts...))
 	f.lister = factory.Core().V1().ConfigMaps().Lister()
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	t.Cleanup(func() { f.lag.Release(); cancel(); factory.Shutdown() })
 	factory.WaitForCacheSync(ctx.Done())
 	f.inf = factory.FreshInformersForResource(configmaps)[0]
@@ -284,8 +294,6 @@ func TestOffByDefault(t *testing.T) {
 func TestEnvironmentTurnsItOn(t *testing.T) {
 	t.Setenv(stalereads.EnvVar, "gctrace=1,stalereads=1")
 	f := newFixture(t, cache.WithName("env"))
-	counts := detector.CountsFor(configmaps)
-	before := counts.Reads.Load()
 	cm := f.create(t, "cm")
 	f.fresh(t)
 	f.lag.Hold()
@@ -293,7 +301,105 @@ func TestEnvironmentTurnsItOn(t *testing.T) {
 	if _, err := f.lister.ConfigMaps("ns").Get("cm"); err != nil {
 		t.Fatal(err)
 	}
-	if n := counts.Reads.Load() - before; n != 1 {
-		t.Errorf("counted %d stale reads, want 1", n)
+	if n, on := f.inf.StaleReads(); n != 1 || !on {
+		t.Errorf("counted %d stale reads (on: %v), want 1", n, on)
+	}
+}
+
+// logLines collects a logger's lines: the message and its key/value
+// pairs.
+type logLines struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.got = append(l.got, args)
+	}, funcr.Options{})
+}
+
+// matching returns the lines that contain s.
+func (l *logLines) matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var got []string
+	for _, line := range l.got {
+		if strings.Contains(line, s) {
+			got = append(got, line)
+		}
+	}
+	return got
+}
+
+// Switched on without a handler, an informer says so once, in its run's
+// log, naming itself, its resource, its scope and the mode; its reports
+// name the same informer.
+func TestInformerSaysItIsOn(t *testing.T) {
+	t.Setenv(stalereads.EnvVar, "")
+	var log logLines
+	f := newLoggingFixture(t, log.logger(), cache.WithName("children"), cache.WithStaleReadDetection(nil))
+	on := log.matching("Stale-read detector on")
+	if len(on) != 1 {
+		t.Fatalf("said it is on %d times: %q", len(on), on)
+	}
+	for _, want := range []string{`"informer"="children"`, `"resource"="configmaps"`, `"scope"="all namespaces"`, `"mode"="log"`} {
+		if !strings.Contains(on[0], want) {
+			t.Errorf("%q lacks %s", on[0], want)
+		}
+	}
+	cm := f.create(t, "cm")
+	f.fresh(t)
+	f.lag.Hold()
+	f.update(t, cm, "1")
+	if _, err := f.lister.ConfigMaps("ns").Get("cm"); err != nil {
+		t.Fatal(err)
+	}
+	stale := log.matching("Stale read:")
+	if len(stale) != 1 {
+		t.Fatalf("logged %d stale reads: %q", len(stale), stale)
+	}
+	for _, want := range []string{`"informer"="children"`, `"resource"="configmaps"`, `"scope"="all namespaces"`, `"key"="ns/cm"`, `"stack"=`} {
+		if !strings.Contains(stale[0], want) {
+			t.Errorf("%q lacks %s", stale[0], want)
+		}
+	}
+}
+
+// With a handler, the handler takes the log's place: the report reaches
+// it and is not logged, and the informer does not announce the detector;
+// WithStaleReadLogging logs both as well.
+func TestHandlerReplacesTheLog(t *testing.T) {
+	t.Setenv(stalereads.EnvVar, "")
+	for _, alsoLog := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alsoLog=%v", alsoLog), func(t *testing.T) {
+			var log logLines
+			got := &reports{}
+			opts := []cache.Option{cache.WithStaleReadDetection(got.add)}
+			if alsoLog {
+				opts = append(opts, cache.WithStaleReadLogging())
+			}
+			f := newLoggingFixture(t, log.logger(), opts...)
+			cm := f.create(t, "cm")
+			f.fresh(t)
+			f.lag.Hold()
+			f.update(t, cm, "1")
+			if _, err := f.lister.ConfigMaps("ns").Get("cm"); err != nil {
+				t.Fatal(err)
+			}
+			expectOne(t, got.take(), stalereads.ReadOlder, "GetByKey")
+			want := 0
+			if alsoLog {
+				want = 1
+			}
+			if n := len(log.matching("Stale read:")); n != want {
+				t.Errorf("logged %d reports, want %d", n, want)
+			}
+			if n := len(log.matching("Stale-read detector on")); n != want {
+				t.Errorf("said it is on %d times, want %d", n, want)
+			}
+		})
 	}
 }

@@ -169,12 +169,40 @@ func WithMaxBodyBytes(n int64) Option {
 // stalereads; the environment variable stalereads.EnvVar turns it on
 // too): an update or patch whose resourceVersion precondition is older
 // than the newest this transport recorded for the object (on the same
-// host) is counted, logged and handed to onReport (if not nil), and sent
-// on unchanged. The transport then remembers the resource versions of the
-// MaxStaleWriteKeys objects it recorded last. onReport runs on the
-// request's goroutine before the request is sent: it must be quick.
+// host) is counted (WithStaleWriteCounter), handed to onReport if not nil
+// and logged otherwise (WithStaleWriteLogging logs it too), and sent on
+// unchanged. With reports logged, the transport logs one line at its
+// first write saying the detector is on. The transport then remembers the
+// resource versions of the MaxStaleWriteKeys objects it recorded last.
+// onReport runs on the request's goroutine before the request is sent: it
+// must be quick.
 func WithStaleWriteDetection(onReport func(stalereads.Report)) Option {
 	return func(rt *roundTripper) { rt.detect, rt.onStale = true, onReport }
+}
+
+// WithStaleWriteLogging logs the stale-write detector's reports even when
+// onReport (WithStaleWriteDetection) receives them. It does not turn the
+// detector on.
+func WithStaleWriteLogging() Option {
+	return func(rt *roundTripper) { rt.logStale = true }
+}
+
+// StaleWriteCounter counts the stale writes a transport's detector finds.
+// *metrics.Provider implements it (freshinformer_stale_writes_total).
+type StaleWriteCounter interface {
+	// AddStaleWrites adds n stale writes of gr. The transport calls it
+	// with 0 at each write it records, so that the count of a resource is
+	// there, at 0, before its first stale write (what Prometheus'
+	// increase needs to see the first one). It must be quick.
+	AddStaleWrites(gr schema.GroupResource, n int)
+}
+
+// WithStaleWriteCounter has the stale-write detector count its reports on
+// c; without it, they are not counted. The counts are c's: give each
+// transport the metrics.Provider of the informers it writes for. It does
+// not turn the detector on.
+func WithStaleWriteCounter(c StaleWriteCounter) Option {
+	return func(rt *roundTripper) { rt.staleCounter = c }
 }
 
 // MaxStaleWriteKeys bounds the objects whose last written resource
@@ -198,7 +226,11 @@ func NewRoundTripper(next http.RoundTripper, rec Recorder, opts ...Option) http.
 		o(rt)
 	}
 	if mode := detector.FromEnv(); rt.detect || mode != detector.Off {
-		rt.stale = detector.NewWrites(rt.onStale, mode == detector.Halt)
+		cfg := detector.WritesConfig{OnReport: rt.onStale, LogReports: rt.logStale, Halt: mode == detector.Halt}
+		if rt.staleCounter != nil {
+			cfg.Count = rt.staleCounter.AddStaleWrites
+		}
+		rt.stale = detector.NewWrites(cfg)
 	}
 	return rt
 }
@@ -213,9 +245,11 @@ type roundTripper struct {
 	mu     sync.Mutex                // guards floors; a leaf
 	floors map[floorKey]freshness.RV // the newest plausible resource version recorded
 
-	detect  bool                    // WithStaleWriteDetection
-	onStale func(stalereads.Report) // WithStaleWriteDetection
-	stale   *detector.Writes        // nil: the stale-write detector is off
+	detect       bool                    // WithStaleWriteDetection
+	onStale      func(stalereads.Report) // WithStaleWriteDetection
+	logStale     bool                    // WithStaleWriteLogging
+	staleCounter StaleWriteCounter       // WithStaleWriteCounter
+	stale        *detector.Writes        // nil: the stale-write detector is off
 }
 
 // floorKey scopes what the transport knows of resource versions: one
@@ -245,8 +279,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	default:
 		return rt.next.RoundTrip(req)
 	}
-	if rt.stale != nil && (req.Method == http.MethodPut || req.Method == http.MethodPatch) {
-		rt.checkStale(req)
+	if rt.stale != nil {
+		rt.stale.Started(klog.FromContext(req.Context())) // says, once, that it is on
+		if req.Method == http.MethodPut || req.Method == http.MethodPatch {
+			rt.checkStale(req)
+		}
 	}
 	owner, ok := OwnerFrom(req.Context())
 	if !ok {
@@ -365,7 +402,7 @@ func (rt *roundTripper) checkStale(req *http.Request) {
 		op = "patch"
 	}
 	rv := sentResourceVersion(req.Header.Get("Content-Type"), data)
-	rt.stale.Check(detector.WriteKey{Host: req.URL.Host, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}, op, rv)
+	rt.stale.Check(klog.FromContext(req.Context()), detector.WriteKey{Host: req.URL.Host, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}, op, rv)
 }
 
 // plausible returns an error matching ErrImplausibleResourceVersion if rvs

@@ -42,7 +42,10 @@ type entry struct {
 // Config configures a Detector.
 type Config struct {
 	Resource schema.GroupResource
-	Informer string
+	// Informer is the informer's name, "" if unnamed; Scope describes what
+	// it lists ("all namespaces", "namespace ns, labels app=x"). The log
+	// lines carry both, so a reader knows which informer read stale.
+	Informer, Scope string
 	// Applied returns the resource version the informer's indexer holds
 	// every event up to: what reads are judged against.
 	Applied func() freshness.RV
@@ -57,9 +60,16 @@ type Config struct {
 	// InScope reports whether the informer's scope certainly holds obj: a
 	// selector on a field it cannot check counts as no, so that an absent
 	// object is never reported on a guess.
-	InScope  func(obj metav1.Object) bool
-	OnReport func(stalereads.Report)
-	Halt     bool
+	InScope func(obj metav1.Object) bool
+	// OnReport, if set, receives each report and takes the log's place:
+	// reports are then logged only with LogReports, and the detector does
+	// not announce itself.
+	OnReport   func(stalereads.Report)
+	LogReports bool
+	// Halt fails at the first report no OnReport takes, with Fail (nil:
+	// a panic carrying the report).
+	Halt bool
+	Fail func(stalereads.Report)
 }
 
 // Detector checks an informer's reads against this process's recorded
@@ -68,9 +78,10 @@ type Config struct {
 // under it; reports are delivered, and AfterApplied called, with it
 // released.
 type Detector struct {
-	cfg  Config
-	rep  *reporter
-	seed maphash.Seed
+	cfg      Config
+	rep      *reporter
+	seed     maphash.Seed
+	reported atomic.Uint64 // stale reads found (Reported)
 
 	pending atomic.Int64            // len(entries): 0 makes every read a pass-through
 	seq     atomic.Uint64           // the last entry's seq
@@ -81,15 +92,41 @@ type Detector struct {
 	armed   bool // an AfterApplied callback that prunes is registered
 }
 
-// New returns a Detector for one informer.
+// New returns a Detector for one informer. Until Started, it logs
+// through klog.Background.
 func New(cfg Config) *Detector {
-	logger := klog.LoggerWithValues(klog.Background(), "resource", cfg.Resource.String())
+	d := &Detector{cfg: cfg, seed: maphash.MakeSeed(), entries: map[objKey]entry{}}
+	out := output{Handler: cfg.OnReport, LogReports: cfg.LogReports, Halt: cfg.Halt, Fail: cfg.Fail}
+	d.rep = newReporter(out, func(stalereads.Report) { d.reported.Add(1) }, d.withScope(informerLogger(klog.Background(), cfg)))
+	return d
+}
+
+// informerLogger names the informer as its run's logger does
+// (FreshInformer.RunWithContext): its name, if any, and its resource.
+func informerLogger(logger klog.Logger, cfg Config) klog.Logger {
 	if cfg.Informer != "" {
 		logger = klog.LoggerWithValues(logger, "informer", cfg.Informer)
 	}
-	CountsFor(cfg.Resource) // the metrics show the resource from now on
-	return &Detector{cfg: cfg, rep: newReporter(cfg.OnReport, cfg.Halt, logger), seed: maphash.MakeSeed(), entries: map[objKey]entry{}}
+	return klog.LoggerWithValues(logger, "resource", cfg.Resource.String())
 }
+
+func (d *Detector) withScope(logger klog.Logger) klog.Logger {
+	return klog.LoggerWithValues(logger, "scope", d.cfg.Scope)
+}
+
+// Started hands the Detector the logger of the informer's run, which
+// names the informer and its resource, and logs once that the detector
+// is on, unless a handler takes the log's place: with it on and nothing
+// stale, the log then tells it apart from off.
+func (d *Detector) Started(logger klog.Logger) {
+	logger = d.withScope(logger)
+	d.rep.logger.Store(&logger)
+	d.rep.announce(logger, "Stale-read detector on: reads through this informer are checked against this process's recorded writes")
+}
+
+// Reported returns how many stale reads the Detector has found: the
+// informer's own count, which its metrics export.
+func (d *Detector) Reported() uint64 { return d.reported.Load() }
 
 // Of returns the Detector behind an indexer View, nil for any other
 // indexer.

@@ -306,21 +306,40 @@ func TestStopDropsWrites(t *testing.T) {
 	}
 }
 
-func TestReporterRateLimit(t *testing.T) {
-	var mu sync.Mutex
-	var logged []string
-	logger := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		logged = append(logged, args)
+// lines collects what a logger logs, one string per line: the message
+// and its key/value pairs.
+type lines struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *lines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.got = append(l.got, args)
 	}, funcr.Options{})
+}
+
+func (l *lines) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got := l.got
+	l.got = nil
+	return got
+}
+
+func TestReporterRateLimit(t *testing.T) {
+	var log lines
 	var handled []stalereads.Report
-	r := newReporter(func(rep stalereads.Report) { handled = append(handled, rep) }, false, logger)
+	var counted int
+	r := newReporter(output{Handler: func(rep stalereads.Report) { handled = append(handled, rep) }, LogReports: true},
+		func(stalereads.Report) { counted++ }, log.logger())
 	rep := stalereads.Report{Kind: stalereads.ReadOlder, Resource: schema.GroupResource{Resource: "rate-limit-test"}}
-	before := CountsFor(rep.Resource).Reads.Load()
 	for range logBurst + 5 {
 		r.report(rep)
 	}
+	logged := log.take()
 	if len(handled) != logBurst+5 || len(logged) != logBurst {
 		t.Fatalf("handled %d, logged %d; want %d and %d", len(handled), len(logged), logBurst+5, logBurst)
 	}
@@ -333,27 +352,120 @@ func TestReporterRateLimit(t *testing.T) {
 	r.last = r.last.Add(-2 * time.Second) // two tokens back
 	r.mu.Unlock()
 	r.report(rep)
-	if len(logged) != logBurst+1 || !strings.Contains(logged[logBurst], `"notLoggedBefore"=5`) {
-		t.Errorf("after a pause: %q", logged[len(logged)-1])
+	if logged = log.take(); len(logged) != 1 || !strings.Contains(logged[0], `"notLoggedBefore"=5`) {
+		t.Errorf("after a pause: %q", logged)
 	}
-	if n := CountsFor(rep.Resource).Reads.Load() - before; n != logBurst+6 {
-		t.Errorf("counted %d", n)
+	if counted != logBurst+6 {
+		t.Errorf("counted %d", counted)
 	}
 }
 
-// stalereads=halt ends the process at a report no handler takes, logged
-// with its stack.
-func TestHalt(t *testing.T) {
-	var code int
-	exit = func(c int) { code = c }
-	defer func() { exit = osExit }()
-	newReporter(func(stalereads.Report) {}, true, logr.Discard()).report(stalereads.Report{Kind: stalereads.ReadOlder})
-	if code != 0 {
-		t.Fatalf("halted with a handler")
+// A handler takes the log's place: its reports are not logged, nor does
+// the detector say it is on, unless LogReports asks for both. Without a
+// handler, each report is logged.
+func TestHandlerTakesTheLogsPlace(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		handler      bool
+		logReports   bool
+		wantLogged   int
+		wantAnnounce bool
+	}{
+		{"no handler", false, false, 1, true},
+		{"handler", true, false, 0, false},
+		{"handler, also logged", true, true, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var log lines
+			s := newSetup(t, "10")
+			cfg := s.d.cfg
+			cfg.OnReport, cfg.LogReports = nil, c.logReports
+			handled := 0
+			if c.handler {
+				cfg.OnReport = func(stalereads.Report) { handled++ }
+			}
+			s.d = New(cfg)
+			s.view = s.d.View(s.idx)
+			s.d.Started(log.logger())
+			s.d.Started(log.logger()) // once
+			announced := log.take()
+			if c.wantAnnounce != (len(announced) == 1) || len(announced) > 1 {
+				t.Errorf("announced %q, want it %v, once", announced, c.wantAnnounce)
+			}
+			s.d.Wrote(cm("a", "11"))
+			if _, ok, _ := s.view.GetByKey("ns/a"); ok {
+				t.Fatal("the indexer holds the key")
+			}
+			if got := log.take(); len(got) != c.wantLogged {
+				t.Errorf("logged %d lines, want %d: %q", len(got), c.wantLogged, got)
+			}
+			if c.handler && handled != 1 {
+				t.Errorf("the handler got %d reports, want 1", handled)
+			}
+			if s.d.Reported() != 1 {
+				t.Errorf("counted %d, want 1", s.d.Reported())
+			}
+		})
 	}
-	newReporter(nil, true, logr.Discard()).report(stalereads.Report{Kind: stalereads.ReadOlder})
-	if code != stalereads.HaltExitStatus {
-		t.Fatalf("exit status %d, want %d", code, stalereads.HaltExitStatus)
+}
+
+// Said once, the detector's line names the informer, its resource and
+// scope (the run's logger carries the first two, as
+// FreshInformer.RunWithContext makes it) and the mode.
+func TestStartedSaysWhatItWatches(t *testing.T) {
+	var log lines
+	d := New(Config{Resource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Informer: "web", Scope: "namespace team-a", Halt: true})
+	d.Started(informerLogger(log.logger(), d.cfg))
+	got := log.take()
+	want := []string{`"informer"="web"`, `"resource"="deployments.apps"`, `"scope"="namespace team-a"`, `"mode"="halt"`, `"env"="FRESHINFORMER_DEBUG"`}
+	if len(got) != 1 {
+		t.Fatalf("logged %q, want one line", got)
+	}
+	for _, w := range want {
+		if !strings.Contains(got[0], w) {
+			t.Errorf("the line %q lacks %s", got[0], w)
+		}
+	}
+}
+
+// Halt mode fails through the detector's own failure func at a report no
+// handler takes, after logging it with its stack; a handler takes the
+// report instead.
+func TestHaltFailsThroughTheFailureFunc(t *testing.T) {
+	var log lines
+	var failed []stalereads.Report
+	fail := func(r stalereads.Report) { failed = append(failed, r) }
+	newReporter(output{Handler: func(stalereads.Report) {}, Halt: true, Fail: fail}, func(stalereads.Report) {}, log.logger()).
+		report(stalereads.Report{Kind: stalereads.ReadOlder})
+	if len(failed) != 0 {
+		t.Fatalf("failed with a handler")
+	}
+	newReporter(output{Halt: true, Fail: fail}, func(stalereads.Report) {}, log.logger()).
+		report(stalereads.Report{Kind: stalereads.ReadOlder, Key: "ns/a"})
+	if len(failed) != 1 || failed[0].Key != "ns/a" || failed[0].Stack == "" {
+		t.Fatalf("failed with %+v, want the report with its stack", failed)
+	}
+	if got := log.take(); len(got) != 2 || !strings.Contains(got[0], `"key"="ns/a"`) || !strings.Contains(got[1], "stalereads=halt") {
+		t.Errorf("logged %q, want the report, then the failure", got)
+	}
+}
+
+// By default halt mode panics with the report on the reading goroutine,
+// as client-go's cache mutation detector does; it never exits.
+func TestHaltPanicsByDefault(t *testing.T) {
+	s := newSetup(t, "10")
+	cfg := s.d.cfg
+	cfg.OnReport, cfg.Halt = nil, true
+	s.d = New(cfg)
+	s.d.Wrote(cm("a", "11"))
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_, _, _ = s.d.View(s.idx).GetByKey("ns/a")
+	}()
+	msg, ok := got.(string)
+	if !ok || !strings.Contains(msg, "stalereads=halt") || !strings.Contains(msg, "WARNING: STALE READ") || !strings.Contains(msg, "configmaps ns/a") {
+		t.Fatalf("panicked with %#v, want the report", got)
 	}
 }
 
@@ -392,22 +504,29 @@ func TestFilterSlots(t *testing.T) {
 
 func TestWritesCheck(t *testing.T) {
 	var got []stalereads.Report
-	w := NewWrites(func(r stalereads.Report) { got = append(got, r) }, false)
+	counted := map[schema.GroupResource]int{}
+	w := NewWrites(WritesConfig{OnReport: func(r stalereads.Report) { got = append(got, r) }, Count: func(gr schema.GroupResource, n int) { counted[gr] += n }})
 	k := WriteKey{Host: "h", Resource: schema.GroupResource{Resource: "configmaps"}, Namespace: "ns", Name: "a"}
 	w.Wrote(k, "10")
+	if n, ok := counted[k.Resource]; !ok || n != 0 {
+		t.Fatalf("counted %v after a write, want the resource at 0", counted)
+	}
 	w.Wrote(k, "8") // older: ignored
 	for _, sent := range []string{"10", "11", "", "x"} {
-		w.Check(k, "update", sent)
+		w.Check(logr.Discard(), k, "update", sent)
 	}
 	other := k
 	other.Host = "elsewhere"
-	w.Check(other, "update", "9")
+	w.Check(logr.Discard(), other, "update", "9")
 	if len(got) != 0 {
 		t.Fatalf("reported %v", got)
 	}
-	w.Check(k, "patch", "9")
+	w.Check(logr.Discard(), k, "patch", "9")
 	if len(got) != 1 || got[0].Kind != stalereads.WriteOlder || got[0].WrittenResourceVersion != "10" || got[0].ResourceVersion != "9" || got[0].Op != "patch" {
 		t.Fatalf("reported %+v", got)
+	}
+	if counted[k.Resource] != 1 {
+		t.Fatalf("counted %v, want 1 stale write of configmaps", counted)
 	}
 	for i := range MaxEntries {
 		w.Wrote(WriteKey{Host: "h", Name: strconv.Itoa(i)}, "20")
@@ -415,7 +534,7 @@ func TestWritesCheck(t *testing.T) {
 	if len(w.last) != MaxEntries {
 		t.Errorf("%d keys remembered, want the bound %d", len(w.last), MaxEntries)
 	}
-	w.Check(k, "update", "9") // forgotten: the oldest goes first
+	w.Check(logr.Discard(), k, "update", "9") // forgotten: the oldest goes first
 	if len(got) != 1 {
 		t.Errorf("a forgotten key was checked")
 	}

@@ -29,7 +29,8 @@ type lastWrite struct {
 // older state. Bounded: the MaxEntries keys most recently written first
 // (the oldest is forgotten first). Safe for concurrent use.
 type Writes struct {
-	rep *reporter
+	rep     *reporter
+	counter func(gr schema.GroupResource, n int) // nil: not counted
 
 	mu    sync.Mutex // guards the fields below; a leaf
 	last  map[WriteKey]lastWrite
@@ -37,9 +38,42 @@ type Writes struct {
 	next  int
 }
 
-// NewWrites returns a Writes reporting to onReport (nil: none).
-func NewWrites(onReport func(stalereads.Report), halt bool) *Writes {
-	return &Writes{rep: newReporter(onReport, halt, klog.Background()), last: map[WriteKey]lastWrite{}}
+// WritesConfig configures a Writes.
+type WritesConfig struct {
+	// OnReport, LogReports, Halt and Fail are as in Config.
+	OnReport   func(stalereads.Report)
+	LogReports bool
+	Halt       bool
+	Fail       func(stalereads.Report)
+	// Count, if set, counts n stale writes of gr: the transport's metrics.
+	// It is called with 0 at each recorded write, so that the resource's
+	// count is there, at 0, before its first stale write.
+	Count func(gr schema.GroupResource, n int)
+}
+
+// NewWrites returns a Writes. It logs through klog.Background until
+// Started.
+func NewWrites(cfg WritesConfig) *Writes {
+	w := &Writes{counter: cfg.Count, last: map[WriteKey]lastWrite{}}
+	out := output{Handler: cfg.OnReport, LogReports: cfg.LogReports, Halt: cfg.Halt, Fail: cfg.Fail}
+	w.rep = newReporter(out, func(r stalereads.Report) { w.count(r.Resource, 1) }, klog.Background())
+	return w
+}
+
+// Started logs, once, that the stale-write detector is on (unless a
+// handler takes the log's place), through the logger of the first
+// request the transport carries.
+func (w *Writes) Started(logger klog.Logger) {
+	if w.rep.announced.Load() {
+		return
+	}
+	w.rep.announce(logger, "Stale-write detector on: updates and patches through this transport are checked against its own recorded writes")
+}
+
+func (w *Writes) count(gr schema.GroupResource, n int) {
+	if w.counter != nil {
+		w.counter(gr, n)
+	}
 }
 
 // Wrote records that k was written at rv (a write response's).
@@ -48,7 +82,7 @@ func (w *Writes) Wrote(k WriteKey, rv string) {
 	if err != nil || parsed.IsZero() {
 		return
 	}
-	CountsFor(k.Resource) // the metrics show the resource from its first write
+	w.count(k.Resource, 0) // the metrics show the resource from its first write
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if old, ok := w.last[k]; ok {
@@ -69,8 +103,9 @@ func (w *Writes) Wrote(k WriteKey, rv string) {
 }
 
 // Check reports op (update, patch) of k carrying resource version rv if it
-// is older than this process's last write of k.
-func (w *Writes) Check(k WriteKey, op, rv string) {
+// is older than this process's last write of k, logging through the
+// request's logger.
+func (w *Writes) Check(logger klog.Logger, k WriteKey, op, rv string) {
 	sent, err := freshness.ParseRV(rv)
 	if err != nil || sent.IsZero() {
 		return // no precondition: nothing to tell
@@ -81,6 +116,6 @@ func (w *Writes) Check(k WriteKey, op, rv string) {
 	if !ok || sent.Compare(last.rv) >= 0 {
 		return
 	}
-	w.rep.report(stalereads.Report{Kind: stalereads.WriteOlder, Resource: k.Resource, Key: resources.Key(k.Namespace, k.Name), Op: op,
+	w.rep.reportTo(logger, stalereads.Report{Kind: stalereads.WriteOlder, Resource: k.Resource, Key: resources.Key(k.Namespace, k.Name), Op: op,
 		ResourceVersion: rv, WrittenResourceVersion: last.rv.String(), SinceWrite: time.Since(last.at)})
 }
