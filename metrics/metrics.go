@@ -64,9 +64,11 @@
 //
 //	freshinformer_stale_reads_total                  counter
 //
-// and, for the writes transports made with writes.WithStaleWriteCounter(p),
-// one series per resource they wrote, labelled with the resource only (a
-// transport is not an informer), from 0 at its first recorded write:
+// and one series per resource, labelled with the resource only (a
+// transport is not an informer), counting the stale writes of the writes
+// transports made with writes.WithStaleWriteCounter(p): from 0 at their
+// first recorded write of the resource, or once one of p's informers of
+// it detects stale reads, for p's life:
 //
 //	freshinformer_stale_writes_total{resource}       counter
 //
@@ -487,7 +489,6 @@ func (p *Provider) Collect(ch chan<- prometheus.Metric) {
 	p.waitDuration.Collect(ch)
 	p.waits.Collect(ch)
 	p.writeVisible.Collect(ch)
-	p.staleWrites.Collect(ch)
 	p.mu.Lock()
 	ids := make([]*identity, 0, len(p.identities))
 	members := make([][]*informerState, 0, len(p.identities))
@@ -496,6 +497,17 @@ func (p *Provider) Collect(ch chan<- prometheus.Metric) {
 		members = append(members, append([]*informerState(nil), id.members...))
 	}
 	p.mu.Unlock()
+	for i, id := range ids {
+		for _, s := range members[i] {
+			if _, on := s.inf.StaleReads(); on {
+				// The resource's stale writes show, at 0, beside its
+				// stale reads, for the alert and the dashboard to add up.
+				p.staleWrites.WithLabelValues(id.labels[0])
+				break
+			}
+		}
+	}
+	p.staleWrites.Collect(ch)
 	now := p.opts.Clock.Now()
 	for i, id := range ids {
 		p.collect(ch, id.labels, members[i], now)

@@ -29,8 +29,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	inf := cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p))
-	// And the stale-read detector's counters, which its informers add.
-	cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithStaleReadDetection(nil))
+	// And the stale-read detector's counters, which the Provider's
+	// detecting informers add.
+	cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithName("detecting"), cache.WithStaleReadDetection(nil))
 	// Give the histograms and waits_total a series, as a wait and a
 	// recorded write would.
 	p.informers[inf].ObserveWait(cache.WaitFresh, 0)

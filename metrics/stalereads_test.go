@@ -99,8 +99,9 @@ func TestProvidersExportOnlyTheirInformersStaleReads(t *testing.T) {
 	}
 }
 
-// An informer with the detector on exports its count from 0, one without
-// exports none, and a stopped informer's count is gone with it.
+// An informer with the detector on exports its count from 0, with its
+// resource's stale writes at 0 beside it; one without exports neither;
+// a stopped informer's count is gone with it.
 func TestStaleReadSeriesLiveWithTheInformer(t *testing.T) {
 	t.Setenv(stalereads.EnvVar, "")
 	reg := prometheus.NewRegistry()
@@ -110,13 +111,16 @@ func TestStaleReadSeriesLiveWithTheInformer(t *testing.T) {
 	}
 	cache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, nil,
 		cache.WithResource(schema.GroupResource{Resource: "configmaps"}), cache.WithName("plain"), cache.WithMetrics(p))
-	if n := gatheredSeries(t, reg, "freshinformer_stale_reads_total"); n != 0 {
-		t.Fatalf("%d stale-read series without the detector", n)
+	if n := gatheredSeries(t, reg, "freshinformer_stale_reads_total") + gatheredSeries(t, reg, "freshinformer_stale_writes_total"); n != 0 {
+		t.Fatalf("%d stale-read and stale-write series without the detector", n)
 	}
 	st := newStream("10")
 	inf := cache.NewSharedIndexInformer(st, &corev1.ConfigMap{}, 0, nil, cache.WithMetrics(p), cache.WithQuietProbeDelay(-1), cache.WithStaleReadDetection(nil))
 	if n, got := gatheredSeries(t, reg, "freshinformer_stale_reads_total"), staleReadsSum(t, reg); n != 1 || got != 0 {
 		t.Fatalf("%d series at %v for a detecting informer, want 1 at 0", n, got)
+	}
+	if n := gatheredSeries(t, reg, "freshinformer_stale_writes_total"); n != 1 {
+		t.Fatalf("%d stale-write series for a detecting informer's resource, want 1 (at 0)", n)
 	}
 	run(t, inf, st)()
 	if n := gatheredSeries(t, reg, "freshinformer_stale_reads_total"); n != 0 {
