@@ -3,18 +3,22 @@ package writes
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/stalereads"
 )
@@ -152,5 +156,99 @@ func TestStaleWritesOffByDefault(t *testing.T) {
 	t.Setenv(stalereads.EnvVar, "stalereads=1")
 	if rt := NewRoundTripper(jsonTransport(), &fakeRecorder{}).(*roundTripper); rt.stale == nil {
 		t.Fatal("FRESHINFORMER_DEBUG=stalereads=1 did not turn it on")
+	}
+}
+
+// staleCounter is a StaleWriteCounter that remembers its counts.
+type staleCounter struct {
+	mu  sync.Mutex
+	got map[schema.GroupResource]int
+}
+
+func (c *staleCounter) AddStaleWrites(gr schema.GroupResource, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.got == nil {
+		c.got = map[schema.GroupResource]int{}
+	}
+	c.got[gr] += n
+}
+
+func (c *staleCounter) counts() map[schema.GroupResource]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.got)
+}
+
+// A transport counts its stale writes on its own counter (from 0 at the
+// first recorded write), logs through the request's logger, and says once
+// that it is on; a handler takes the log's place unless
+// WithStaleWriteLogging asks for both.
+func TestStaleWritesCountedAndLogged(t *testing.T) {
+	t.Setenv(stalereads.EnvVar, "")
+	for _, c := range []struct {
+		name             string
+		handler, alsoLog bool
+		wantLines        int // the line saying it is on, and the report
+	}{
+		{"no handler", false, false, 2},
+		{"handler", true, false, 0},
+		{"handler, also logged", true, true, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := apiServer(t)
+			var mu sync.Mutex
+			var lines []string
+			logger := funcr.New(func(_, args string) { mu.Lock(); defer mu.Unlock(); lines = append(lines, args) }, funcr.Options{})
+			counter, other := &staleCounter{}, &staleCounter{}
+			reports := &staleReports{}
+			opts := []Option{WithStaleWriteCounter(counter)}
+			if c.handler {
+				opts = append(opts, WithStaleWriteDetection(reports.add))
+			} else {
+				opts = append(opts, WithStaleWriteDetection(nil))
+			}
+			if c.alsoLog {
+				opts = append(opts, WithStaleWriteLogging())
+			}
+			cfg := &rest.Config{Host: srv.URL}
+			cfg.Wrap(func(http.RoundTripper) http.RoundTripper {
+				return NewRoundTripper(srv.Client().Transport, &fakeRecorder{}, opts...)
+			})
+			// Another transport, counting elsewhere, writes too.
+			otherCfg := WrapConfig(&rest.Config{Host: srv.URL, Transport: srv.Client().Transport}, &fakeRecorder{}, WithStaleWriteCounter(other), WithStaleWriteDetection(func(stalereads.Report) {}))
+			ctx := klog.NewContext(WithOwner(context.Background(), theOwner), logger)
+			cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps("ns")
+			at := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm", ResourceVersion: "41"}}
+			if _, err := cms.Update(ctx, at, metav1.UpdateOptions{}); err != nil { // recorded at 42
+				t.Fatal(err)
+			}
+			if got := counter.counts(); len(got) != 1 || got[cmGR] != 0 {
+				t.Fatalf("counts after the first write: %v, want configmaps at 0", got)
+			}
+			if _, err := cms.Update(ctx, at, metav1.UpdateOptions{}); err != nil { // stale: 41 < 42
+				t.Fatal(err)
+			}
+			if _, err := kubernetes.NewForConfigOrDie(otherCfg).CoreV1().ConfigMaps("ns").Update(ctx, at, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := counter.counts(); got[cmGR] != 1 {
+				t.Errorf("counted %v, want 1 stale write of configmaps", got)
+			}
+			if got := other.counts(); got[cmGR] != 0 {
+				t.Errorf("the other transport counted %v, want none", got)
+			}
+			if c.handler && len(reports.take()) != 1 {
+				t.Errorf("the handler did not get the report")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(lines) != c.wantLines {
+				t.Fatalf("logged %q, want %d lines", lines, c.wantLines)
+			}
+			if c.wantLines > 0 && (!strings.Contains(lines[0], "Stale-write detector on") || !strings.Contains(lines[1], "Stale write:")) {
+				t.Errorf("logged %q", lines)
+			}
+		})
 	}
 }
