@@ -47,10 +47,20 @@
 //     manager's cache;
 //   - writes.WithStaleWriteDetection(onReport) on a writes transport;
 //   - the environment variable FRESHINFORMER_DEBUG=stalereads=1 (EnvVar),
-//     for every informer and transport of the process, without a code
-//     change; stalereads=halt also ends the process (exit status 66, as
-//     the race detector's halt_on_error) at the first report no onReport
-//     handler takes.
+//     for every informer and transport made from then on, without a code
+//     change; stalereads=halt also fails at the first report no onReport
+//     handler takes, as the race detector's halt_on_error does: it logs
+//     the report and panics with it on the goroutine that read or wrote
+//     stale, as client-go's cache mutation detector does. The library
+//     never calls os.Exit: a goroutine that does not recover ends the
+//     process; one that recovers (controller-runtime's RecoverPanic)
+//     gets the report as the panic's value.
+//
+// Switched on, and unless a handler takes the log's place (below), each
+// informer logs one line when it starts saying so (its name, resource,
+// scope and mode), and each writes transport one at its first write: with
+// it on and nothing stale, the log tells it from off.
+// FreshInformer.StaleReads says whether it is on, in code.
 //
 // In unit tests, freshtest.FailOnStaleReads(t) (client-go fakes) and
 // freshctrl/fake's ClientBuilder.FailOnStaleReads(t) fail the test with
@@ -60,14 +70,24 @@
 //
 // # Reports
 //
-// Every report is counted in freshinformer_stale_reads_total or
-// freshinformer_stale_writes_total (package metrics; labelled with the
-// resource) and handed to the onReport handler, if any, on the reading
-// goroutine. Reports are logged through klog at error level with the
-// stack of the read or write: ten at once, then one per second per
-// informer (and per transport); the reports in between are counted, handed
-// to the handler without a stack, and their number is logged with the
-// next. Report.String formats one for people.
+// Every report is counted by its owner: an informer counts its stale reads
+// (FreshInformer.StaleReads), which its metrics.Provider exports as
+// freshinformer_stale_reads_total with the informer's labels; a writes
+// transport counts its stale writes on the counter given with
+// writes.WithStaleWriteCounter (a metrics.Provider:
+// freshinformer_stale_writes_total). No count is process-wide.
+//
+// A report then goes to the onReport handler, if any, on the reading
+// goroutine, in place of the log: it is not logged unless asked for too
+// (cache.WithStaleReadLogging, writes.WithStaleWriteLogging,
+// freshctrl.Options.LogStaleReads). Without a handler, reports are logged
+// through klog at error level, through the informer's run's logger (the
+// request's for a transport), naming the informer, its resource and scope,
+// with the stack of the read or write. Stacks are taken for ten reports at
+// once, then one per second per informer (and per transport): only those
+// reports are logged, and the number of the others since is logged with
+// the next; a handler gets every report, the others without a stack.
+// Report.String formats one for people.
 //
 // # Cost
 //

@@ -13,16 +13,20 @@ import (
 // code change: a comma-separated list of key=value settings, in the spirit
 // of GODEBUG. The detector's key is stalereads:
 //
-//	FRESHINFORMER_DEBUG=stalereads=1     every informer and writes transport detects, reports are logged and counted
-//	FRESHINFORMER_DEBUG=stalereads=halt  the same, and the first report no handler takes ends the process with exit status 66
+//	FRESHINFORMER_DEBUG=stalereads=1     every informer and writes transport detects; reports are counted, and logged unless a handler takes them
+//	FRESHINFORMER_DEBUG=stalereads=halt  the same, and the first report no handler takes panics, with the report, on the goroutine that read or wrote stale
 //	FRESHINFORMER_DEBUG=stalereads=0     no effect (the options still turn it on)
 //
-// Informers and transports read it when they are made. Other keys are
-// ignored.
+// Each informer and transport reads it when it is made: the setting is
+// the instance's from then on. Other keys are ignored.
 const EnvVar = "FRESHINFORMER_DEBUG"
 
-// HaltExitStatus is the exit status of a process ended by
-// stalereads=halt, the race detector's.
+// HaltExitStatus was the exit status of a process ended by
+// stalereads=halt.
+//
+// Deprecated: halt mode no longer ends the process itself: it panics
+// with the report, as client-go's cache mutation detector does, and the
+// process ends (exit status 2) unless the goroutine recovers.
 const HaltExitStatus = 66
 
 // Kind says what was stale.
