@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/freshinformer/freshinformer/metrics"
 	"github.com/freshinformer/freshinformer/readyourwrites"
 	"github.com/freshinformer/freshinformer/stalereads"
 	"github.com/freshinformer/freshinformer/writes"
@@ -87,4 +89,50 @@ func ExampleWithStaleWriteDetection() {
 	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
 	// update of configmaps ns/child at resourceVersion 41; this process wrote 42
 	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
+}
+
+// The transport's stale writes counted on the metrics.Provider of the
+// controller's informers: freshinformer_stale_writes_total{resource}, from
+// 0 at the first write of the resource.
+func ExampleWithStaleWriteCounter() {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"namespace":"ns","name":"child","uid":"c1","resourceVersion":"42"}}`)
+	}))
+	defer server.Close()
+
+	registry := prometheus.NewRegistry()
+	provider, err := metrics.NewProvider(registry) // the one the informers use (cache.WithMetrics)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := writes.WrapConfig(&rest.Config{Host: server.URL}, printRecorder{},
+		writes.WithStaleWriteDetection(func(stalereads.Report) {}), // a handler: reports are not logged
+		writes.WithStaleWriteCounter(provider))
+	client := kubernetes.NewForConfigOrDie(cfg)
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "parent", UID: "p1"}}
+	ctx := writes.WithOwner(context.Background(), readyourwrites.OwnerOf(parent))
+	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child", ResourceVersion: "41"}}
+	for range 2 { // the second update is stale: 41, after this process wrote 42
+		if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, child, metav1.UpdateOptions{}); err != nil {
+			fmt.Println(err)
+		}
+	}
+	mfs, err := registry.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "freshinformer_stale_writes_total" {
+			for _, m := range mf.GetMetric() {
+				fmt.Printf("%s{resource=%q} %v\n", mf.GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
+			}
+		}
+	}
+	// Output:
+	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
+	// recorded configmaps ns/child at 42 for ConfigMap ns/parent
+	// freshinformer_stale_writes_total{resource="configmaps"} 1
 }
