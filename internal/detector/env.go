@@ -22,7 +22,7 @@ type Mode int
 const (
 	Off  Mode = iota
 	On        // detect in every informer and transport
-	Halt      // and end the process at the first report no handler takes
+	Halt      // and fail (panic) at the first report no handler takes
 )
 
 // FromEnv reads stalereads.EnvVar: its stalereads key, the last one if
