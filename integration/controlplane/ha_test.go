@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,5 +59,23 @@ func TestHAProxyConfigChecksEveryReplica(t *testing.T) {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("configuration lacks %q:\n%s", want, cfg)
 		}
+	}
+}
+
+// HAProxy itself accepts the configuration (when it is installed).
+func TestHAProxyAcceptsConfig(t *testing.T) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy not installed (make haproxy)")
+	}
+	dir := t.TempDir()
+	h := &HAControlPlane{lbPort: 6443, lbSocket: filepath.Join(dir, "haproxy.sock"),
+		apis: []*haAPIServer{{port: 1001}, {port: 1002}, {port: 1003}}}
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte(h.haproxyConfig()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
 }
