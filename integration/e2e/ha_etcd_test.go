@@ -12,24 +12,24 @@ import (
 	"k8s.io/client-go/informers"
 
 	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/integration/testenv"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
 var etcdLossHeader = []string{"etcd fault", "member", "writes during it", "failed writes", "plain lister stale", "early wake-ups", "failed waits", "wait p50", "wait p99", "wait max", "wait for an unreached RV", "regressions declared", "watch requests"}
 
-// TestHAEtcdMemberLoss is scenario 4 of docs/ha.md: while writes go
+// testHAEtcdMemberLoss is scenario 4 of docs/ha.md: while writes go
 // through the load balancer and both factories watch through it, an etcd
 // follower is killed (SIGKILL) and restarted, then the leader. No wait
 // returns before our lister holds its write, none for a committed write
 // fails, no regression is declared, and the wait's p99 across the change
 // is reported.
-func TestHAEtcdMemberLoss(t *testing.T) {
+func testHAEtcdMemberLoss(t *testing.T, h *controlplane.HAControlPlane) {
 	down := 3 * time.Second
 	if haLong() {
 		down = 8 * time.Second
 	}
-	h := haPlane(t)
 	ctx := testenv.Context(t, 8*time.Minute)
 	watchCS, watchAt := haClient(t, ctx, h)
 	writer, writerAt := writerAvoiding(t, ctx, h, watchAt)

@@ -54,7 +54,7 @@ func (r lagResult) row() []string {
 
 var lagHeader = []string{"informers' replica made to lag by", "replica", "writes meanwhile (other replica)", "plain lister stale", "early wake-ups", "failed waits", "nil before resume", "resume to last wait", "wait for an unreached RV", "regressions declared", "stale lists refused", "watch requests"}
 
-// TestHALaggingReplica is scenario 2 of docs/ha.md: the kube-apiserver that
+// testHALaggingReplica is scenario 2 of docs/ha.md: the kube-apiserver that
 // holds the informers' watches (client-go's factory and ours, one
 // connection through HAProxy) falls behind while writes go through another
 // replica: first its etcd member is frozen (SIGSTOP; the replica keeps
@@ -64,12 +64,11 @@ var lagHeader = []string{"informers' replica made to lag by", "replica", "writes
 // once the replica catches up; a wait for a resource version no server has
 // reached fails with freshness.ErrTooLargeResourceVersion, and none for a
 // committed write does; no regression is declared (nothing went back).
-func TestHALaggingReplica(t *testing.T) {
+func testHALaggingReplica(t *testing.T, h *controlplane.HAControlPlane) {
 	pause := 3 * time.Second
 	if haLong() {
 		pause = 5 * time.Second
 	}
-	h := haPlane(t)
 	ctx := testenv.Context(t, 8*time.Minute)
 
 	// The informers' connection, then a writer's on another replica.

@@ -27,6 +27,23 @@ const envHALong = "FRESHINFORMER_HA_LONG"
 // haLong reports whether the HA scenarios run their long form (make ha).
 func haLong() bool { return os.Getenv(envHALong) == "1" }
 
+// TestHA runs the scenarios of docs/ha.md on one highly available control
+// plane (3 kube-apiservers, 3 etcd members, HAProxy), one after the other:
+// each leaves the plane whole. `make integration` runs the short form of
+// scenarios 1 and 2; `make ha` (FRESHINFORMER_HA_LONG=1) the long form of
+// all of them.
+func TestHA(t *testing.T) {
+	h := haPlane(t)
+	t.Run("SteadyState", func(t *testing.T) { testHASteadyState(t, h) })
+	t.Run("LaggingReplica", func(t *testing.T) { testHALaggingReplica(t, h) })
+	t.Run("EtcdMemberLoss", func(t *testing.T) {
+		if !haLong() {
+			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
+		}
+		testHAEtcdMemberLoss(t, h)
+	})
+}
+
 // haPlane starts a highly available control plane of the test's own (3
 // kube-apiservers on 3 etcd members behind HAProxy) and stops it when the
 // test ends. Without haproxy the test is skipped, unless

@@ -16,6 +16,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/integration/testenv"
 )
 
@@ -119,18 +120,17 @@ func runSteady(t *testing.T, ctx context.Context, topology string, writers []kub
 
 var steadyHeader = []string{"topology", "writes", "plain lister stale right after the write", "ours stale after WaitForFreshness", "wait p50", "wait p99", "wait max"}
 
-// TestHASteadyState is scenario 1 of docs/ha.md: writes and informers
+// testHASteadyState is scenario 1 of docs/ha.md: writes and informers
 // through the load balancer of an HA plane (3 kube-apiservers, 3 etcd
 // members, HAProxy), each client on a connection of its own, so writes and
 // watches are served by different replicas; then the same on the shared
 // single-server plane, for comparison. Reads after WaitForFreshness are
 // never stale, and no wait fails.
-func TestHASteadyState(t *testing.T) {
+func testHASteadyState(t *testing.T, h *controlplane.HAControlPlane) {
 	writes, rate := 150, 20.0
 	if haLong() {
 		writes = 2000
 	}
-	h := haPlane(t)
 	ctx := testenv.Context(t, 10*time.Minute)
 
 	admin, _ := haClient(t, ctx, h)
