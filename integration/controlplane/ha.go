@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -703,17 +704,40 @@ func (h *HAControlPlane) EtcdLeader(ctx context.Context) (int, error) {
 // WhichAPIServer returns the index of the kube-apiserver that answers
 // requests sent through rc right now: client-go multiplexes a client's
 // requests on one HTTP/2 connection, which the load balancer gave to one
-// replica. It reads the replica's command line (/debug/pprof/cmdline, a few
-// hundred bytes) and finds its port; -1 if none matches.
+// replica. It sends /readyz through rc, notes the connection's local
+// address, and asks HAProxy (show sess) which server that session went to;
+// a connection straight to a replica is matched by its port. -1 if none
+// matches.
 func (h *HAControlPlane) WhichAPIServer(ctx context.Context, rc rest.Interface) (int, error) {
-	b, err := rc.Get().AbsPath("/debug/pprof/cmdline").DoRaw(ctx)
-	if err != nil {
+	var local, remote net.Addr
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		local, remote = info.Conn.LocalAddr(), info.Conn.RemoteAddr()
+	}})
+	if _, err := rc.Get().AbsPath("/readyz").DoRaw(tctx); err != nil {
 		return -1, fmt.Errorf("controlplane: which apiserver: %w", err)
 	}
-	for _, arg := range strings.Split(string(b), "\x00") {
-		if p, ok := strings.CutPrefix(arg, "--secure-port="); ok {
-			for i, a := range h.apis {
-				if strconv.Itoa(a.port) == p {
+	if local == nil || remote == nil {
+		return -1, errors.New("controlplane: which apiserver: the request's connection was not seen")
+	}
+	if tcp, ok := remote.(*net.TCPAddr); ok {
+		for i, a := range h.apis {
+			if tcp.Port == a.port {
+				return i, nil
+			}
+		}
+	}
+	out, err := h.haproxyCommand(ctx, "show sess")
+	if err != nil {
+		return -1, err
+	}
+	// One line per session: "0x... : proto=tcpv4 src=127.0.0.1:PORT fe=apiserver be=apiservers srv=apiserver-N ...".
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, " src="+local.String()+" ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if n, ok := strings.CutPrefix(f, "srv=apiserver-"); ok {
+				if i, err := strconv.Atoi(n); err == nil && i < len(h.apis) {
 					return i, nil
 				}
 			}
@@ -722,29 +746,39 @@ func (h *HAControlPlane) WhichAPIServer(ctx context.Context, rc rest.Interface) 
 	return -1, nil
 }
 
-// Backends returns HAProxy's view of each kube-apiserver ("UP", "DOWN",
-// "UP 1/2" while rising, ...), from its stats socket.
-func (h *HAControlPlane) Backends(ctx context.Context) ([]string, error) {
+// haproxyCommand sends one command to HAProxy's stats socket and returns
+// the answer.
+func (h *HAControlPlane) haproxyCommand(ctx context.Context, cmd string) (string, error) {
 	var d net.Dialer
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := d.DialContext(ctx, "unix", h.lbSocket)
 	if err != nil {
-		return nil, &Error{Component: ComponentHAProxy, Op: "stats", Err: err}
+		return "", &Error{Component: ComponentHAProxy, Op: cmd, Err: err}
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	if _, err := conn.Write([]byte("show stat\n")); err != nil {
-		return nil, &Error{Component: ComponentHAProxy, Op: "stats", Err: err}
+	if _, err := conn.Write([]byte(cmd + "\n")); err != nil {
+		return "", &Error{Component: ComponentHAProxy, Op: cmd, Err: err}
 	}
 	b, err := io.ReadAll(conn)
 	if err != nil {
-		return nil, &Error{Component: ComponentHAProxy, Op: "stats", Err: err}
+		return "", &Error{Component: ComponentHAProxy, Op: cmd, Err: err}
+	}
+	return string(b), nil
+}
+
+// Backends returns HAProxy's view of each kube-apiserver ("UP", "DOWN",
+// "UP 1/2" while rising, ...), from its stats socket.
+func (h *HAControlPlane) Backends(ctx context.Context) ([]string, error) {
+	b, err := h.haproxyCommand(ctx, "show stat")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]string, len(h.apis))
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		f := strings.Split(line, ",")
 		// pxname,svname,...,status is field 17 (0-based).
 		if len(f) > 17 && f[0] == "apiservers" {
