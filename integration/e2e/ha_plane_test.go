@@ -36,6 +36,12 @@ func TestHA(t *testing.T) {
 	h := haPlane(t)
 	t.Run("SteadyState", func(t *testing.T) { testHASteadyState(t, h) })
 	t.Run("LaggingReplica", func(t *testing.T) { testHALaggingReplica(t, h) })
+	t.Run("Rollout", func(t *testing.T) {
+		if !haLong() {
+			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
+		}
+		testHARollout(t, h)
+	})
 	t.Run("EtcdMemberLoss", func(t *testing.T) {
 		if !haLong() {
 			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
