@@ -259,9 +259,11 @@ func runLagPhase(t *testing.T, ctx context.Context, h *controlplane.HAControlPla
 		}
 	}()
 
-	for i := 0; time.Since(pausedAt) < pause; i++ {
+	// Writes for pause; past it, until five have succeeded (a lost etcd
+	// leader fails the first ones), for at most 30 s more.
+	for i := 0; time.Since(pausedAt) < pause || (res.writes < 5 && time.Since(pausedAt) < pause+30*time.Second); i++ {
 		name := "lag-" + strconv.Itoa(i%5)
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		out, err := writer.CoreV1().ConfigMaps(ns).Update(wctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Data:       map[string]string{"write": strconv.Itoa(i)},
