@@ -836,13 +836,13 @@ func (h *HAControlPlane) Stop() error {
 			ps = append(ps, a.p)
 		}
 		stopAll(ps)
-		ps = ps[:0]
+		// One member at a time: a member stopped while all its peers
+		// stop too waits about 10 s to hand over its leadership.
 		for _, m := range h.etcd {
 			if m.p != nil {
-				ps = append(ps, m.p)
+				stopAll([]*proc{m.p})
 			}
 		}
-		stopAll(ps)
 		if err := os.RemoveAll(h.workDir); err != nil {
 			errs = append(errs, fmt.Errorf("controlplane: removing %s: %w", h.workDir, err))
 		} else {
