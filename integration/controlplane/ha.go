@@ -488,15 +488,17 @@ func DistinctConnection(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// APIServers and EtcdMembers are the plane's sizes.
-func (h *HAControlPlane) APIServers() int  { return len(h.apis) }
+// APIServers is the number of kube-apiservers.
+func (h *HAControlPlane) APIServers() int { return len(h.apis) }
+
+// EtcdMembers is the number of etcd members.
 func (h *HAControlPlane) EtcdMembers() int { return len(h.etcd) }
 
-// LoadBalancerURL is HAProxy's https URL; APIServerURL(i) replica i's.
+// LoadBalancerURL is HAProxy's https URL.
 func (h *HAControlPlane) LoadBalancerURL() string { return h.cfg.Host }
-func (h *HAControlPlane) APIServerURL(i int) string {
-	return h.apiCfgs[i].Host
-}
+
+// APIServerURL is kube-apiserver i's https URL.
+func (h *HAControlPlane) APIServerURL(i int) string { return h.apiCfgs[i].Host }
 
 // EtcdEndpoint is member i's client URL.
 func (h *HAControlPlane) EtcdEndpoint(i int) string { return h.etcd[i].url() }
