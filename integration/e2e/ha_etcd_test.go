@@ -100,7 +100,7 @@ func testHAEtcdMemberLoss(t *testing.T, h *controlplane.HAControlPlane) {
 			func(int) error { return h.StopEtcdMember(member, true) },
 			func(int) error { return h.StartEtcdMember(ctx, member) }}
 		before := inf.Stats()
-		res := runLagPhase(t, ctx, h, ph, watchAt, writer, ns, down, plainLister, oursLister, inf)
+		res := runLagPhase(t, ctx, h, ph, watchAt, writer, ns, down, plainLister, oursLister, inf, nil)
 		after := inf.Stats()
 		res.regressions = after.Regressions - before.Regressions
 		res.watches = after.Watches - before.Watches

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/freshness"
@@ -43,6 +44,7 @@ type lagResult struct {
 	staleRefused uint64
 	watches      uint64
 	waits        latencies // write returned to wait returned nil
+	plainShows   latencies // write returned to client-go's lister holding it
 	writeErrs    []string  // writes that failed (tolerated: a lost etcd leader)
 }
 
@@ -142,7 +144,7 @@ func testHALaggingReplica(t *testing.T, h *controlplane.HAControlPlane) {
 			writer, writerAt = writerAvoiding(t, ctx, h, at)
 		}
 		before := inf.Stats()
-		res := runLagPhase(t, ctx, h, ph, at, writer, ns, pause, plainLister, oursLister, inf)
+		res := runLagPhase(t, ctx, h, ph, at, writer, ns, pause, plainLister, oursLister, inf, nil)
 		after := inf.Stats()
 		res.regressions = after.Regressions - before.Regressions
 		res.staleRefused = after.StaleListsRefused - before.StaleListsRefused
@@ -191,6 +193,61 @@ func unreachedKnownDefect(outcome string) bool {
 	return outcome == unreachedTimedOut && !knownDefectsRun()
 }
 
+// writeAt is a write's resource version and when it returned.
+type writeAt struct {
+	rv string
+	at time.Time
+}
+
+// plainArrivals records when client-go's informer delivered each resource
+// version of a ConfigMap: its handlers run once its lister holds it.
+type plainArrivals struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func watchPlain(t *testing.T, inf toolscache.SharedIndexInformer) *plainArrivals {
+	t.Helper()
+	p := &plainArrivals{at: map[string]time.Time{}}
+	note := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			now := time.Now()
+			p.mu.Lock()
+			p.at[cm.ResourceVersion] = now
+			p.mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// since returns, per write, how long after it returned client-go's lister
+// held it (zero if before), waiting up to 30 s for the last ones.
+func (p *plainArrivals) since(ctx context.Context, writes []writeAt) latencies {
+	deadline := time.Now().Add(30 * time.Second)
+	var out latencies
+	for _, w := range writes {
+		for {
+			p.mu.Lock()
+			at, ok := p.at[w.rv]
+			p.mu.Unlock()
+			if ok {
+				out = append(out, max(at.Sub(w.at), 0))
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return out
+}
+
 func toAny[K comparable](m map[K]bool) map[any]bool {
 	out := make(map[any]bool, len(m))
 	for k, v := range m {
@@ -217,13 +274,14 @@ func writerAvoiding(t *testing.T, ctx context.Context, h *controlplane.HAControl
 // goroutine, then resumes it and waits for every waiter.
 func runLagPhase(t *testing.T, ctx context.Context, h *controlplane.HAControlPlane, ph lagPhase, replica int,
 	writer kubernetes.Interface, ns string, pause time.Duration,
-	plainLister, oursLister corelisters.ConfigMapLister, inf *cache.FreshInformer) lagResult {
+	plainLister, oursLister corelisters.ConfigMapLister, inf *cache.FreshInformer, arrivals *plainArrivals) lagResult {
 	t.Helper()
 	res := lagResult{phase: ph.name, replica: replica}
 	var mu sync.Mutex
 	var resumedAt time.Time
 	var lastReturn time.Time
 	var wg sync.WaitGroup
+	var written []writeAt
 
 	rev, err := h.EtcdRevision(ctx)
 	if err != nil {
@@ -276,6 +334,7 @@ func runLagPhase(t *testing.T, ctx context.Context, h *controlplane.HAControlPla
 		}
 		rv := out.ResourceVersion
 		wroteAt := time.Now()
+		written = append(written, writeAt{rv, wroteAt})
 		mu.Lock()
 		res.writes++
 		if staleIn(plainLister, ns, name, rv) {
@@ -320,6 +379,9 @@ func runLagPhase(t *testing.T, ctx context.Context, h *controlplane.HAControlPla
 	case res.unreachable = <-unreachedDone:
 	case <-ctx.Done():
 		t.Fatalf("%s: the wait for an unreached resource version did not end", ph.name)
+	}
+	if arrivals != nil {
+		res.plainShows = arrivals.since(ctx, written)
 	}
 	mu.Lock()
 	if lastReturn.After(resumedAt) {
