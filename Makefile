@@ -6,7 +6,7 @@ FUZZTIME ?= 60s
 BENCHCOUNT ?= 10
 PKGS := ./...
 
-.PHONY: help test api codegen promtool bench fuzz lint soak soak-model soak-ranges
+.PHONY: help test api codegen promtool haproxy bench fuzz lint soak soak-model soak-ranges
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -39,6 +39,13 @@ promtool: ## Install promtool and prometheus (Debian package prometheus) if miss
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  command -v promtool >/dev/null && command -v prometheus >/dev/null; }
+
+haproxy: ## Install HAProxy (Debian package haproxy) if missing: the HA control plane (make ha, make demo HA=1, the HA tests of make integration) puts it in front of its kube-apiservers.
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  echo "installing haproxy (Debian package haproxy), once"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends haproxy >/dev/null; \
+	  command -v haproxy >/dev/null; }
 
 bench: ## Run benchmarks (BENCHCOUNT runs each) into bench.txt, for benchstat.
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS) | tee bench.txt
@@ -99,7 +106,7 @@ export KUBE
 INTEGRATION_TIMEOUT ?= 20m
 DEMO_CMD ?= go run ./examples/demo
 
-.PHONY: bins control-plane-bins integration demo
+.PHONY: bins control-plane-bins integration demo ha
 
 bins: ## Build kube-apiserver, etcd and etcdutl from Go modules once (first run: several minutes), cached in ~/.cache/freshinformer/bins; KUBE=1.35 picks another kube-apiserver.
 	@GO=$(GO) $(BINS) --etcdutl >/dev/null
@@ -109,16 +116,27 @@ bins: ## Build kube-apiserver, etcd and etcdutl from Go modules once (first run:
 control-plane-bins:
 	@GO=$(GO) $(BINS) >/dev/null
 
-integration: bins ## Integration tests (-race) against a real etcd + kube-apiserver; never leaves processes behind.
+integration: bins haproxy ## Integration tests (-race) against a real etcd + kube-apiserver (and the short HA scenarios behind HAProxy); never leaves processes behind.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
-	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
+	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_REQUIRE_HAPROXY=1 ./hack/with-reaper.sh \
 	  $(GO) test -race -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+
+# The highly available topology (docs/ha.md): 3 kube-apiservers on a
+# 3-member etcd cluster behind HAProxy. make integration runs the scenarios'
+# short form; this target their long form, with their tables (-v).
+ha: bins haproxy ## The HA scenarios (docs/ha.md) in their long form: 3 kube-apiservers on 3 etcd members behind HAProxy, client-go's factory beside ours, -race; prints their tables.
+	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
+	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_REQUIRE_HAPROXY=1 FRESHINFORMER_HA_LONG=1 ./hack/with-reaper.sh \
+	  $(GO) test -race -count=1 -v -run '^TestHA' -timeout 60m ./e2e/
 
 # DEMO_KUBECONFIG=path runs the demo against that cluster; without it, the
 # demo runs on a throwaway embedded control plane, whatever KUBECONFIG says.
 DEMO_KUBECONFIG ?=
+# HA=1 runs the demo on the highly available plane: 3 kube-apiservers on a
+# 3-member etcd cluster behind HAProxy (docs/ha.md).
+HA ?=
 
-demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real control plane, or on DEMO_KUBECONFIG's cluster when set; it removes what it made.
+demo: $(if $(HA),haproxy) ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real control plane (HA=1: three kube-apiservers on three etcd members behind HAProxy), or on DEMO_KUBECONFIG's cluster when set; it removes what it made.
 	@if [ -n "$(DEMO_KUBECONFIG)" ]; then \
 	  echo "[demo] DEMO_KUBECONFIG is set: running against $(DEMO_KUBECONFIG)"; \
 	  KUBECONFIG="$(DEMO_KUBECONFIG)" $(DEMO_CMD); \
@@ -127,7 +145,7 @@ demo: ## Run DEMO_CMD (default: go run ./examples/demo) on a throwaway real cont
 	  assets=$$(GO=$(GO) $(BINS) --dir) && \
 	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster) && \
 	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh \
-	  integration/bin/withcluster -- $(DEMO_CMD); \
+	  integration/bin/withcluster $(if $(HA),-ha) -- $(DEMO_CMD); \
 	fi
 
 # --- the dashboard on a real Prometheus, the supported servers --------------

@@ -49,6 +49,20 @@ func (c *children) record(component, binary string) {
 	}
 }
 
+// recordPID records a process this package started itself (the HA plane
+// runs its processes without envtest, so it knows their PIDs).
+func (c *children) recordPID(component string, pid int, binary string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pids[component] = pid
+	if c.dir != "" {
+		if real, err := filepath.EvalSymlinks(binary); err == nil {
+			binary = real // the reaper compares it with /proc/PID/exe
+		}
+		_ = os.WriteFile(filepath.Join(c.dir, strconv.Itoa(pid)), []byte(binary+"\n"), 0o600)
+	}
+}
+
 // pid returns the recorded PID of component, or 0.
 func (c *children) pid(component string) int {
 	c.mu.Lock()

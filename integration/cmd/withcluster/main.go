@@ -8,6 +8,11 @@
 // command exits, or on Ctrl-C / SIGTERM, stops the command (its whole
 // process group, so `go run`'s child goes too) and then the control plane.
 // The exit status is the command's (128+signal if it was killed).
+//
+// With -ha it starts the highly available topology instead
+// (controlplane.StartHA): -apiservers kube-apiservers (default 3) on an
+// etcd cluster of -etcd-members members (default 3), behind HAProxy; the
+// kubeconfig points at HAProxy.
 package main
 
 import (
@@ -36,9 +41,12 @@ func logf(format string, args ...any) {
 func run() int {
 	fs := flag.NewFlagSet("withcluster", flag.ContinueOnError)
 	binDir := fs.String("bin-dir", "", "directory with kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, then the `make bins` cache)")
-	startTimeout := fs.Duration("start-timeout", 90*time.Second, "bound on control-plane start-up")
+	startTimeout := fs.Duration("start-timeout", 90*time.Second, "bound on control-plane start-up (with -ha, when unset: 3m)")
 	grace := fs.Duration("grace", 10*time.Second, "how long the command may take to exit after SIGINT/SIGTERM before it is killed")
 	verbose := fs.Bool("v", false, "show etcd and kube-apiserver output")
+	ha := fs.Bool("ha", false, "highly available topology: several kube-apiservers on an etcd cluster, behind HAProxy (needs haproxy: make haproxy)")
+	apiservers := fs.Int("apiservers", controlplane.DefaultHAAPIServers, "with -ha: number of kube-apiservers")
+	etcdMembers := fs.Int("etcd-members", controlplane.DefaultHAEtcdMembers, "with -ha: number of etcd members")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: withcluster [flags] -- command [args...]\n\n")
 		fs.PrintDefaults()
@@ -58,22 +66,45 @@ func run() int {
 	defer signal.Stop(sigs)
 
 	opts := controlplane.Options{BinDir: *binDir, StartTimeout: *startTimeout}
+	haOpts := controlplane.HAOptions{BinDir: *binDir, StartTimeout: *startTimeout,
+		APIServers: *apiservers, EtcdMembers: *etcdMembers}
+	if *ha && !setFlag(fs, "start-timeout") {
+		haOpts.StartTimeout = controlplane.DefaultHAStartTimeout
+	}
 	if *verbose {
 		opts.Output = os.Stderr
+		haOpts.Output = os.Stderr
 	}
-	logf("starting etcd + kube-apiserver ...")
+	if *ha {
+		logf("starting %d etcd members, %d kube-apiservers and HAProxy ...", *etcdMembers, *apiservers)
+	} else {
+		logf("starting etcd + kube-apiserver ...")
+	}
 	t0 := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	type result struct {
-		cp  *controlplane.ControlPlane
+		cp  plane
 		err error
 	}
 	started := make(chan result, 1)
 	go func() {
+		if *ha {
+			cp, err := controlplane.StartHA(ctx, haOpts)
+			if err != nil {
+				started <- result{nil, err}
+				return
+			}
+			started <- result{cp, nil}
+			return
+		}
 		cp, err := controlplane.Start(ctx, opts)
-		started <- result{cp, err}
+		if err != nil {
+			started <- result{nil, err}
+			return
+		}
+		started <- result{cp, nil}
 	}()
-	var cp *controlplane.ControlPlane
+	var cp plane
 	select {
 	case r := <-started:
 		if r.err != nil {
@@ -180,7 +211,21 @@ func reapGroup(pgid int, linger time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-func stopPlane(cp *controlplane.ControlPlane) {
+// plane is what withcluster needs of a single-server or an HA control plane.
+type plane interface {
+	Describe() string
+	WriteKubeConfig(path string) error
+	Stop() error
+}
+
+// setFlag reports whether the command line set the named flag.
+func setFlag(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func stopPlane(cp plane) {
 	t0 := time.Now()
 	logf("stopping control plane ...")
 	if err := cp.Stop(); err != nil {
