@@ -79,15 +79,17 @@
 // scheduling.k8s.io/v1alpha2) is found at run time (newer.go): its group,
 // version and kind in client-go's scheme, its scope in a table kept for
 // the supported versions, and it is listed and watched like the table's
-// resources, over the clientset's core REST client sent to the resource's
-// group version path, or with the fake clientset's actions. ForResource
+// resources, over a REST client of its group version that client-go's rest
+// package makes on the core group client's server, HTTP client and rate
+// limiter, or with the fake clientset's actions. ForResource
 // and the group accessors give Is for them. Go cannot add a method only
 // when a newer client-go is built in, so the accessors of newer groups
 // (factory.Lifecycle() on 0.37) are promoted from a client-go factory the
 // typed factory embeds: their informers are client-go's, without
 // freshness (NewGroup and ForResource give Is); Start, WaitForCacheSync
-// and Shutdown cover them. A clientset of one's own without a core REST client gets
-// client-go's plain informer for resources outside the table.
+// and Shutdown cover them. A clientset of one's own whose core group
+// client is not a *rest.RESTClient gets client-go's plain informer for
+// resources outside the table.
 //
 // # Lookups
 //
