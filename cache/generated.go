@@ -146,12 +146,12 @@ func (s ScopedFactory[F, G]) wrapped() any { return s.factory }
 // call it right after making the factory. It fails matching
 // ErrUnsupportedFactory if the factory says nothing of its scope and is
 // not at informer-gen's defaults (an informer listing the wrong namespace
-// would go unnoticed), matching ErrScopeMismatch if Scoped's scope differs from the
-// factory's ListScope, and matching ErrUnknownResource if the factory
-// serves the kind under another resource than the one named (the informer
-// is then the factory's, named wrong: pass WithResource). It relies on
-// informer-gen's InformerFor making one informer per type and handing it
-// to every accessor (code-generator 0.35 to 0.37).
+// would go unnoticed), matching ErrScopeMismatch if Scoped's scope differs
+// from the factory's ListScope, and matching ErrUnknownResource if the
+// factory serves the kind under another resource than the one named (the
+// informer is then the factory's, named wrong: pass WithResource). It
+// relies on informer-gen's InformerFor making one informer per type and
+// handing it to every accessor (code-generator 0.35 to 0.37).
 func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(namespace string) T, opts ...Option) (*FreshInformer, error) {
 	return generatedInformerFor[F, C](factory, client, true, opts)
 }
