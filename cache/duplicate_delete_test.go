@@ -14,14 +14,13 @@ import (
 	"github.com/freshinformer/freshinformer/internal/apimodel"
 )
 
-// Issue 21, "a duplicate DELETED reached a handler once" (fault-suite seed
-// 9190, kinds duplicates and malformed): the model server mangles an event's
-// resource version ("m" + revision) and then duplicates that event, copy
-// and all. The Guard lets a malformed event through (its object is the
-// server's state). The first DELETED removes the key; the second finds no
-// key, and its resource version cannot be compared with the stream's, so
-// the duplicate check (which proves a deletion not newer than the stream)
-// could not reject it and handlers heard of the deletion twice. The client-go
+// A duplicated DELETED with a malformed resource version ("m" + revision,
+// the event copied and all) reaches handlers once. The Guard lets a
+// malformed event through (its object is the server's state). The first
+// DELETED removes the key; the second finds no key, and its resource
+// version cannot be compared with the stream's, so the duplicate check
+// (which proves a deletion not newer than the stream) cannot reject it by
+// resource version: the missing key does. The client-go
 // queue plays no part: the informer's queue is atomic whatever the
 // AtomicFIFO gate says.
 func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
@@ -44,13 +43,9 @@ func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
 	})
 }
 
-// The other way a duplicate DELETED reached handlers in a soak of the fault
-// suite with the duplicates and malformed kinds (-fault.kinds=duplicates,
-// malformed -fault.first=9000 -fault.seeds=480; seed 9013: "delete of k01 at
-// 113, already deleted at 107"): the cached object's resource version is
-// malformed, so a replayed older DELETED cannot be compared with it and was
-// applied; the key's real deletion then reached handlers a second time. A
-// stream's resource versions only grow: a deletion behind what the cache
+// A replayed older DELETED over a cached object whose resource version is
+// malformed cannot be compared with that object; applied, it would tell
+// handlers of the key's real deletion a second time. A stream's resource versions only grow: a deletion behind what the cache
 // applied is out of order, whatever the cached object says.
 func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
@@ -73,11 +68,10 @@ func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
 	})
 }
 
-// The same soak (seeds 9325, 9339): a malformed DELETED removes a key
-// without moving freshness, so a replay of the key's last event, at the
-// very resource version the cache stands at, found no key and brought it
-// back: handlers heard of an add older than the deletion, and waits
-// returned with the deleted key cached. An event not newer than the
+// A malformed DELETED removes a key without moving freshness, so a replay
+// of the key's last event, at the very resource version the cache stands
+// at, finds no key and would bring it back: handlers would hear of an add
+// older than the deletion, and waits return with the deleted key cached. An event not newer than the
 // stream, for a key the cache does not hold, is a replay, as for
 // deletions.
 func TestReplayAfterMalformedDeleteDoesNotBringKeyBack(t *testing.T) {
@@ -100,11 +94,11 @@ func TestReplayAfterMalformedDeleteDoesNotBringKeyBack(t *testing.T) {
 	})
 }
 
-// TestModelDuplicateMalformedDelete replays the fault suite's path through
-// the model server itself, with seed 9190's client-go gates: with every
+// TestModelDuplicateMalformedDelete takes the same path through the model
+// server itself, with WatchListClient on and AtomicFIFO off: with every
 // event mangled and duplicated, one deletion reaches a handler once.
 func TestModelDuplicateMalformedDelete(t *testing.T) {
-	configOf(9190).set(t) // the seed's gates: WatchListClient on, AtomicFIFO off
+	configOf(9190).set(t) // WatchListClient on, AtomicFIFO off
 	srv := apimodel.New(apimodel.Options{Seed: 9190, Replicas: 1})
 	defer srv.Close()
 	if _, err := srv.Create("k00", "0"); err != nil {

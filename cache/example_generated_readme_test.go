@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,4 +67,31 @@ func ExampleClusterInformerFor() {
 	got, err := lister.Counters(ns).Get("c")
 	fmt.Println(got.ResourceVersion == written.ResourceVersion, err, ceilings.Resource())
 	// Output: true <nil> ceilings.counting.examples.freshinformer.io
+}
+
+// The README's code-generated factory without cmd/scope-gen's ListScope:
+// the caller says the factory's namespace and tweak.
+func ExampleScoped() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns, resync := "ns", time.Duration(0)
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = "team=a" }
+	client := fake.NewSimpleClientset() // the generated clientset in production
+	freshtest.Stamp(&client.Fake, client.Tracker())
+
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
+	counters, err := cache.InformerFor(cache.Scoped(factory, ns, tweak), client.CountingV1alpha1().Counters)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = cache.InformerFor(cache.Scoped(informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithNamespace(ns), informers.WithTweakListOptions(tweak)), "elsewhere", tweak), client.CountingV1alpha1().Counters)
+	fmt.Println(counters.Selector(), errors.Is(err, cache.ErrScopeMismatch))
+
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.WaitForCacheSync(ctx.Done())
+	// Output: namespace ns, labels team=a true
 }

@@ -121,7 +121,7 @@ func TestFactoryForeignTypeIsRegistered(t *testing.T) {
 	}
 }
 
-// client-go's informer identity is kept (issue 30): a factory given an
+// client-go's informer identity is kept: a factory given an
 // InformerName hands it out, and names each of its informers with it and
 // the resource in client-go's informer metrics (the store's resource
 // version, the queue), as client-go's factory does; Shutdown releases it.

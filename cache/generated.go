@@ -2,7 +2,9 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +19,11 @@ import (
 // Code-generated informer factories (informer-gen's) make their informers
 // inline: InformerFor and ClusterInformerFor put a FreshInformer in one
 // through its InformerFor(obj, newFunc). The shape of the generated code
-// they rely on is in package internal/factory (generated.go).
+// they rely on is in package internal/factory (generated.go). What the
+// factory lists (its namespace and tweak) lives in its unexported fields,
+// which code outside the generated package may not read: the factory says
+// it through a ListScope method that cmd/scope-gen writes into the
+// generated package, or the caller says it with Scoped.
 
 // typedClient is what InformerFor lists and watches with: a generated
 // typed client (gentype's, or a hand-written one with the same methods).
@@ -44,6 +50,66 @@ type genericInformer interface {
 // informer-gen's (see InformerFor).
 var ErrUnsupportedFactory = internalfactory.ErrUnsupportedFactory
 
+// ErrScopeMismatch is matched by the error of InformerFor and
+// ClusterInformerFor when the namespace or list options tweak given to
+// Scoped differ from the ones the factory says it was made with (its
+// ListScope): the informer would list something else than the generated
+// listers promise.
+var ErrScopeMismatch = errors.New("the scope given differs from the factory's")
+
+// ListScoper is a factory that says what its informers list: the
+// namespace and the list options tweak it was made with. cmd/scope-gen
+// writes this method into an informer-gen factory's package, where it may
+// read the factory's fields:
+//
+//	go run github.com/freshinformer/freshinformer/cmd/scope-gen pkg/generated/informers/externalversions
+type ListScoper interface {
+	ListScope() (namespace string, tweak func(*metav1.ListOptions))
+}
+
+// ScopedFactory is an informer-gen factory with the namespace and list
+// options tweak it was made with, as Scoped returns it: a factory for
+// InformerFor and ClusterInformerFor, which delegates to the factory.
+type ScopedFactory[F any, G genericInformer] struct {
+	factory   generatedFactory[F, G]
+	namespace string
+	tweak     func(*metav1.ListOptions)
+}
+
+// Scoped tells InformerFor and ClusterInformerFor what factory lists, for
+// a generated factory without the ListScope method of cmd/scope-gen: pass
+// the namespace and tweak the factory was made with (empty and nil for
+// informer-gen's defaults, all namespaces and no tweak):
+//
+//	factory := informers.NewSharedInformerFactoryWithOptions(clientset, resync,
+//		informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
+//	counters, err := cache.InformerFor(cache.Scoped(factory, ns, tweak), clientset.CountingV1alpha1().Counters)
+//
+// The informer lists what Scoped was told: nothing outside the generated
+// package can read the factory's own. If the factory has ListScope as
+// well, InformerFor checks that the two agree (ErrScopeMismatch).
+func Scoped[F any, G genericInformer](factory generatedFactory[F, G], namespace string, tweak func(*metav1.ListOptions)) ScopedFactory[F, G] {
+	return ScopedFactory[F, G]{factory: factory, namespace: namespace, tweak: tweak}
+}
+
+// InformerFor is the factory's InformerFor.
+func (s ScopedFactory[F, G]) InformerFor(obj runtime.Object, newFunc F) toolscache.SharedIndexInformer {
+	return s.factory.InformerFor(obj, newFunc)
+}
+
+// ForResource is the factory's ForResource.
+func (s ScopedFactory[F, G]) ForResource(resource schema.GroupVersionResource) (G, error) {
+	return s.factory.ForResource(resource)
+}
+
+// ListScope returns the namespace and tweak given to Scoped.
+func (s ScopedFactory[F, G]) ListScope() (namespace string, tweak func(*metav1.ListOptions)) {
+	return s.namespace, s.tweak
+}
+
+// wrapped returns the factory Scoped was given.
+func (s ScopedFactory[F, G]) wrapped() any { return s.factory }
+
 // InformerFor makes factory's informer of a namespaced kind a FreshInformer,
 // before anything asks for it, and returns it. factory is a code-generated
 // (informer-gen) SharedInformerFactory; client is the kind's typed client
@@ -62,15 +128,30 @@ var ErrUnsupportedFactory = internalfactory.ErrUnsupportedFactory
 // one, else the kind's plural as client-gen makes it (WithResource
 // overrides it), checked against the factory's ForResource.
 //
+// The factory's namespace and tweak come from its ListScope method, which
+// cmd/scope-gen writes into the generated package (run it after
+// informer-gen), or from Scoped, which takes them from the caller:
+//
+//	counters, err := cache.InformerFor(cache.Scoped(factory, ns, tweak), clientset.CountingV1alpha1().Counters)
+//
+// A factory with neither is deprecated, and taken at informer-gen's
+// defaults (all namespaces, no tweak) only if it is made with them, as
+// NewSharedInformerFactory(clientset, resync) makes it: InformerFor reads
+// its fields namespace and tweakListOptions to check, without calling or
+// changing anything. This keeps such calls working as before; a later
+// release will drop it. Run cmd/scope-gen, or use Scoped.
+//
 // It fails, matching ErrNotFreshInformer, if the factory already made its
 // informer of the kind (an accessor, a lister or ForResource asked first):
 // call it right after making the factory. It fails matching
-// ErrUnsupportedFactory if factory does not have informer-gen's shape
-// (code-generator 0.35 to 0.37: a pointer to a struct with the fields
-// namespace and tweakListOptions, whose InformerFor makes one informer per
-// type and hands it to every accessor), and matching ErrUnknownResource if the
+// ErrUnsupportedFactory if the factory says nothing of its scope and is
+// not at informer-gen's defaults (an informer listing the wrong namespace
+// would go unnoticed), matching ErrScopeMismatch if Scoped's scope differs
+// from the factory's ListScope, and matching ErrUnknownResource if the
 // factory serves the kind under another resource than the one named (the
-// informer is then the factory's, named wrong: pass WithResource).
+// informer is then the factory's, named wrong: pass WithResource). It
+// relies on informer-gen's InformerFor making one informer per type and
+// handing it to every accessor (code-generator 0.35 to 0.37).
 func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(namespace string) T, opts ...Option) (*FreshInformer, error) {
 	return generatedInformerFor[F, C](factory, client, true, opts)
 }
@@ -84,7 +165,7 @@ func ClusterInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer
 }
 
 func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(string) T, namespaced bool, opts []Option) (*FreshInformer, error) {
-	namespace, tweak, err := internalfactory.GeneratedScope(factory)
+	namespace, tweak, err := listScope(factory)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +224,53 @@ func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInform
 func servedBy(g genericInformer, inf *FreshInformer) bool {
 	got, ok := FreshInformerOf(g.Informer())
 	return ok && got == inf
+}
+
+// listScope returns the namespace and tweak factory lists with: its
+// ListScope's, checked against the wrapped factory's when Scoped gave
+// them and the factory says its own.
+func listScope(factory any) (string, func(*metav1.ListOptions), error) {
+	s, ok := factory.(ListScoper)
+	if !ok {
+		if internalfactory.InformerGenDefaults(factory) {
+			return metav1.NamespaceAll, nil, nil // deprecated: see InformerFor
+		}
+		return "", nil, fmt.Errorf("%w: %T does not say what it lists: run cmd/scope-gen on its package, or pass cache.Scoped(factory, namespace, tweak)", ErrUnsupportedFactory, factory)
+	}
+	namespace, tweak := s.ListScope()
+	w, ok := factory.(interface{ wrapped() any })
+	if !ok {
+		return namespace, tweak, nil
+	}
+	own, ok := w.wrapped().(ListScoper)
+	if !ok {
+		return namespace, tweak, nil
+	}
+	ownNamespace, ownTweak := own.ListScope()
+	if ownNamespace != namespace || !sameTweak(ownTweak, tweak) {
+		return "", nil, fmt.Errorf("%w: Scoped was given namespace %q and a tweak making %v, the factory lists namespace %q with one making %v",
+			ErrScopeMismatch, namespace, tweakedPtr(tweak), ownNamespace, tweakedPtr(ownTweak))
+	}
+	return namespace, tweak, nil
+}
+
+// sameTweak reports whether a and b make the same list options from empty
+// ones: funcs cannot be compared, what they do can.
+func sameTweak(a, b func(*metav1.ListOptions)) bool {
+	return reflect.DeepEqual(tweaked(a), tweaked(b))
+}
+
+// tweaked returns the list options tweak makes from empty ones.
+func tweaked(tweak func(*metav1.ListOptions)) metav1.ListOptions {
+	var o metav1.ListOptions
+	if tweak != nil {
+		tweak(&o)
+	}
+	return o
+}
+
+// tweakedPtr is tweaked, printable.
+func tweakedPtr(tweak func(*metav1.ListOptions)) *metav1.ListOptions {
+	o := tweaked(tweak)
+	return &o
 }

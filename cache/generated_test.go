@@ -20,6 +20,7 @@ import (
 	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/clientset/versioned"
 	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/clientset/versioned/fake"
 	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/informers/externalversions"
+	"github.com/freshinformer/freshinformer/examples/crdcontroller/generated/informers/externalversions/internalinterfaces"
 	"github.com/freshinformer/freshinformer/freshtest"
 	"github.com/freshinformer/freshinformer/metrics"
 )
@@ -184,5 +185,135 @@ func TestInformerForUnsupportedFactory(t *testing.T) {
 	client := stampedClientset()
 	if _, err := cache.InformerFor(&notGenerated{}, client.CountingV1alpha1().Counters); !errors.Is(err, cache.ErrUnsupportedFactory) {
 		t.Fatalf("InformerFor on another factory: %v", err)
+	}
+}
+
+// withoutListScope is a generated factory without the ListScope method of
+// cmd/scope-gen: the interface hides it.
+type withoutListScope struct {
+	externalversions.SharedInformerFactory
+}
+
+// keepOnly is a tweak listing the objects labelled keep=yes.
+func keepOnly(o *metav1.ListOptions) { o.LabelSelector = "keep=yes" }
+
+// listedNames starts factory, waits for it to sync, and returns the names
+// the generated lister of Counters lists.
+func listedNames(t *testing.T, factory externalversions.SharedInformerFactory) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("%v did not sync", typ)
+		}
+	}
+	got, err := factory.Counting().V1alpha1().Counters().Lister().List(labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Namespace+"/"+c.Name)
+	}
+	return names
+}
+
+// A factory that cannot say what it lists is refused unless the caller
+// says it with Scoped; the informer then lists in the namespace and with
+// the tweak given, as the generated one would.
+func TestInformerForScopedFactory(t *testing.T) {
+	client := stampedClientset(counter("a", "in", map[string]string{"keep": "yes"}), counter("a", "unlabelled", nil), counter("b", "elsewhere", map[string]string{"keep": "yes"}))
+	factory := withoutListScope{externalversions.NewSharedInformerFactoryWithOptions(client, 0,
+		externalversions.WithNamespace("a"), externalversions.WithTweakListOptions(keepOnly))}
+	if _, err := cache.InformerFor(factory, client.CountingV1alpha1().Counters); !errors.Is(err, cache.ErrUnsupportedFactory) {
+		t.Fatalf("InformerFor on a factory that does not say its scope: %v", err)
+	}
+	counters, err := cache.InformerFor(cache.Scoped(factory, "a", keepOnly), client.CountingV1alpha1().Counters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh, ok := cache.FreshInformerOf(factory.Counting().V1alpha1().Counters().Informer()); !ok || fresh != counters {
+		t.Fatal("the generated accessor's informer is not the FreshInformer")
+	}
+	if s := counters.Selector(); s.Namespace != "a" || s.LabelSelector() != "keep=yes" {
+		t.Fatalf("scope %v: want the namespace and tweak given", s)
+	}
+	if got := listedNames(t, factory); len(got) != 1 || got[0] != "a/in" {
+		t.Fatalf("the generated lister lists %v; want a/in alone", got)
+	}
+}
+
+// Scoped's scope is checked against the factory's own when the factory
+// says it: a namespace or tweak that differs fails, and leaves the
+// factory's informer to be made; the same one, in another closure, passes.
+func TestInformerForScopeMismatch(t *testing.T) {
+	client := stampedClientset()
+	newFactory := func() externalversions.SharedInformerFactory {
+		return externalversions.NewSharedInformerFactoryWithOptions(client, 0,
+			externalversions.WithNamespace("a"), externalversions.WithTweakListOptions(keepOnly))
+	}
+	for name, scoped := range map[string]func(externalversions.SharedInformerFactory) cache.ScopedFactory[internalinterfaces.NewInformerFunc, externalversions.GenericInformer]{
+		"namespace": func(f externalversions.SharedInformerFactory) cache.ScopedFactory[internalinterfaces.NewInformerFunc, externalversions.GenericInformer] {
+			return cache.Scoped(f, "b", keepOnly)
+		},
+		"all namespaces": func(f externalversions.SharedInformerFactory) cache.ScopedFactory[internalinterfaces.NewInformerFunc, externalversions.GenericInformer] {
+			return cache.Scoped(f, metav1.NamespaceAll, keepOnly)
+		},
+		"no tweak": func(f externalversions.SharedInformerFactory) cache.ScopedFactory[internalinterfaces.NewInformerFunc, externalversions.GenericInformer] {
+			return cache.Scoped(f, "a", nil)
+		},
+		"other tweak": func(f externalversions.SharedInformerFactory) cache.ScopedFactory[internalinterfaces.NewInformerFunc, externalversions.GenericInformer] {
+			return cache.Scoped(f, "a", func(o *metav1.ListOptions) { o.LabelSelector = "keep=no" })
+		},
+	} {
+		factory := newFactory()
+		if _, err := cache.InformerFor(scoped(factory), client.CountingV1alpha1().Counters); !errors.Is(err, cache.ErrScopeMismatch) {
+			t.Errorf("%s: %v; want ErrScopeMismatch", name, err)
+		}
+		if _, ok := cache.FreshInformerOf(factory.Counting().V1alpha1().Counters().Informer()); ok {
+			t.Errorf("%s: the factory took a FreshInformer of the wrong scope", name)
+		}
+	}
+	same := func(o *metav1.ListOptions) { o.LabelSelector = "keep=yes" }
+	if _, err := cache.InformerFor(cache.Scoped(newFactory(), "a", same), client.CountingV1alpha1().Counters); err != nil {
+		t.Fatalf("the factory's own scope, in another closure: %v", err)
+	}
+}
+
+// generatedBeforeScopeGen is a factory as informer-gen makes it, without
+// cmd/scope-gen's ListScope: a pointer to a struct whose fields namespace
+// and tweakListOptions hold its scope.
+type generatedBeforeScopeGen struct {
+	externalversions.SharedInformerFactory
+	namespace        string
+	tweakListOptions func(*metav1.ListOptions)
+}
+
+// A factory without ListScope, given without Scoped, still works at
+// informer-gen's defaults (all namespaces, no tweak), the deprecated
+// fallback; with a namespace or a tweak it fails instead of listing what
+// the generated listers do not promise.
+func TestInformerForWithoutListScope(t *testing.T) {
+	client := stampedClientset(counter("a", "in", map[string]string{"keep": "yes"}), counter("b", "elsewhere", nil))
+	for name, f := range map[string]*generatedBeforeScopeGen{
+		"namespace": {SharedInformerFactory: externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace("a")), namespace: "a"},
+		"tweak":     {SharedInformerFactory: externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithTweakListOptions(keepOnly)), tweakListOptions: keepOnly},
+	} {
+		if _, err := cache.InformerFor(f, client.CountingV1alpha1().Counters); !errors.Is(err, cache.ErrUnsupportedFactory) {
+			t.Errorf("%s: %v; want ErrUnsupportedFactory", name, err)
+		}
+	}
+	factory := &generatedBeforeScopeGen{SharedInformerFactory: externalversions.NewSharedInformerFactory(client, 0)}
+	counters, err := cache.InformerFor(factory, client.CountingV1alpha1().Counters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := counters.Selector(); s.Namespace != "" || s.Labels != nil {
+		t.Fatalf("scope %v; want all namespaces", s)
+	}
+	if got := listedNames(t, factory.SharedInformerFactory); len(got) != 2 {
+		t.Fatalf("the generated lister lists %v; want both counters", got)
 	}
 }

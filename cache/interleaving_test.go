@@ -32,9 +32,8 @@ func TestRandomInterleavings(t *testing.T) {
 
 // TestRandomInterleavingsWithStalledReader runs a script while the
 // informer's Reflector stops reading its watch until the watch's buffer is
-// full, as a starved one did on a loaded machine (issue 21: the script
-// outran it by the fake watch's 100 events, which panics, and the whole
-// package failed).
+// full, as a starved one does on a loaded machine: the script must not
+// outrun it by the fake watch's 100 events, which panics.
 func TestRandomInterleavingsWithStalledReader(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

@@ -19,7 +19,7 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Issue 14: etcd restored with --bump-revision from a snapshot older than
+// etcd restored with --bump-revision from a snapshot older than
 // writes the server acknowledged, while the informer had not received them
 // (behind, or disconnected). The relist is newer than the writes and holds
 // the written keys at older states; the cache never held the writes, so

@@ -103,7 +103,7 @@ func TestWaitDuringOutageWaitsForTheRelist(t *testing.T) {
 	}
 }
 
-// Issue 28 (bytes after a restart): an apiserver just back from an outage
+// Bytes after a restart: an apiserver just back from an outage
 // answers slowly, and its stream delivers late; a probe then mostly asks
 // what the stream is about to tell, and on the snapshot route lists as much
 // as the relist did. After a relist that followed a failure and took 600
@@ -139,7 +139,7 @@ func (lw *scriptedLW) answeredWatchLists() int {
 	return lw.watchLists
 }
 
-// Issue 28 (waits after a restart): right after an outage the apiserver
+// Waits after a restart: right after an outage the apiserver
 // streams a watch-list's initial events at its busiest, flushing each
 // event on its own, and a write made meanwhile reaches the informer only
 // after them (measured: 3.7 s for 500 Services, whose watches the
@@ -175,14 +175,13 @@ func TestLargeInformerListsAfterAFailure(t *testing.T) {
 	}
 }
 
-// Issue 28, item 4: a stream the server ends (here with 410 Gone) leaves
+// A stream the server ends (here with 410 Gone) leaves
 // the informer without a stream while client-go's Reflector backs off
 // (0.8 s or more) before it relists; an apiserver may go down and come
 // back from a restored etcd entirely in between, and no request of the
 // informer's fails. Waits are held from the stream's end until the relist
-// is applied. Before, a bare WaitForFreshness for a write of the restored
-// server returned nil meanwhile, on the lost history (the model fault
-// suite, seed 40332).
+// is applied: a bare WaitForFreshness for a write of the restored server
+// must not return nil meanwhile, on the lost history.
 func TestWaitsAreHeldBetweenStreams(t *testing.T) {
 	inf, _, w := startFresh(t)
 	w.Error(goneError()) // minutes before its timeout

@@ -100,9 +100,9 @@ func replace(t *testing.T, q *guard.Queue, rv string, objs ...*corev1.ConfigMap)
 
 // A list the Reflector queued before a restore was declared is of the
 // history the server lost, as the events behind it are: only the relist
-// the declaration asked for starts the cache over (found in review: the
-// old list, applied as if it were the relist, put the old history back
-// and released waits for the restored server's new writes on it).
+// the declaration asked for starts the cache over (the old list, applied
+// as if it were the relist, would put the old history back and release
+// waits for the restored server's new writes on it).
 func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	rec := recordHandlers(t, inf)
@@ -136,7 +136,7 @@ func TestListQueuedBeforeADeclaredRestoreIsDropped(t *testing.T) {
 
 // A relist whose resource version cannot be ordered ends a declared
 // restore too: the informer then works as a plain one and applies what
-// follows (found in review: it dropped every later event for good).
+// follows, rather than dropping every later event for good.
 func TestRestoreRelistThatCannotBeOrderedEndsTheRestore(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
@@ -195,8 +195,8 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 }
 
 // A relist that cannot be applied (here an object without a key) leaves
-// the restore waiting for another relist, which is asked for (found in
-// review: every later list and event was dropped for good).
+// the restore waiting for another relist, which is asked for, rather than
+// dropping every later list and event for good.
 func TestRestoreRelistThatFailsIsAskedForAgain(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
@@ -251,9 +251,8 @@ func (pagedLW) Watch(metav1.ListOptions) (watch.Interface, error) { return watch
 
 // The restore check reads every page of its snapshot (up to its limit): a
 // server may answer a list with fewer objects than asked for and a continue
-// token (found by the model fault suite, seed 20252, whose server pages at
-// a few objects: a key gone back on the second page went unseen, and waits
-// returned on the lost history).
+// token (a key gone back on a second page must not go unseen, or waits
+// return on the lost history).
 func TestRestoreCheckReadsEveryPage(t *testing.T) {
 	// Restored without a bumped revision, then outrun by writes: a and b
 	// were written again past the floor, c is as cached, d went back.

@@ -358,8 +358,7 @@ func TestSync(t *testing.T) {
 
 // A probe that reuses a recent read (Sync's, within serverRVReuse) fails
 // no wait with ErrTooLargeResourceVersion: the read was sent before the
-// wait joined, and cannot speak for a write made since (the model fault
-// suite, seeds 400137 and 400217).
+// wait joined, and cannot speak for a write made since.
 func TestProbeReusingAnOlderReadFailsNoWait(t *testing.T) {
 	lw := newQuietLW(t, "10", cm("a", "5"))
 	inf, _ := startQuiet(t, lw)
@@ -476,7 +475,7 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	}
 }
 
-// Issue 28, item 6: a wait for a resource version the server has not
+// A wait for a resource version the server has not
 // reached (another cluster's, a made-up one, a write a restore lost) fails
 // as soon as a consistent read sent after it began shows so, with a typed
 // error naming both resource versions: it does not wait out its context,
@@ -571,9 +570,9 @@ func TestAfterFreshnessOnQuietResource(t *testing.T) {
 
 // A recent read reused by a probe (Sync's) can release waits below it but
 // shows nothing about targets above it: it was sent before they joined.
-// The fault suite's seed 1300330 failed WaitForFreshness(573) as beyond a
-// server at 570, read before 573 was committed, because the probe reused
-// that read once it was past the lowest pending target.
+// WaitForFreshness(573) must not fail as beyond a server at 570 read
+// before 573 was committed, when the probe reuses that read once it is
+// past the lowest pending target.
 func TestProbeReusingAnOlderReadFailsNoHigherWait(t *testing.T) {
 	lw := newQuietLW(t, "10", cm("a", "5"))
 	inf, _ := startQuiet(t, lw)

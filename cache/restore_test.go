@@ -21,7 +21,7 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Issue 14: etcd restored without --bump-revision while the informer had no
+// etcd restored without --bump-revision while the informer had no
 // watch open (its Reflector was backing off after a stream ended with an
 // error; no request had failed, as the apiserver restarted in between). The
 // next write comes back at a resource version the old stream delivered:
@@ -84,11 +84,10 @@ func (slowDeclareSink) Error(_ error, msg string, _ ...any) {
 	}
 }
 
-// Issue 14 (found by the fault suite, restore-bump): a relist newer than
-// the floor that moves keys back (KeysWentBack) was declared only after the
-// list's notifications were handed to the handlers, so a handler could see
-// a key go back before OnRegression was called. A handler must hear of the
-// regression first, as it does for the regressions the Guard declares.
+// A relist newer than the floor that moves keys back (KeysWentBack) is
+// declared before the list's notifications are handed to the handlers: a
+// handler must hear of the regression before it sees a key go back, as it
+// does for the regressions the Guard declares.
 func TestKeysWentBackDeclaredBeforeHandlersHear(t *testing.T) {
 	var declared atomic.Bool
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10", objects: []*corev1.ConfigMap{cm("a", "5")}})
@@ -190,8 +189,7 @@ func restoreAt60(inf *FreshInformer, st trust.Stamp) {
 // the history the server lost (or a watch resumed on the restored server's
 // new one): the relist replaces them all. Applied meanwhile, they showed
 // handlers states the relist then took back, after the declaration that
-// was to cover them (the model fault suite, seeds 946266494529 and
-// 946266494860). They are dropped: the indexer and handlers go from the
+// was to cover them. They are dropped: the indexer and handlers go from the
 // state before the declaration to the relist's.
 func TestEventsAfterADeclaredRestoreAreDropped(t *testing.T) {
 	regs := newRegressionLog()

@@ -9,13 +9,11 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Issue 21, a ./cache failure captured in a stress run (fault-suite seed
-// 23, restore-bump): "handler 0: add of k02 at 3, older than the 234 it had
-// seen deleted at, with no declared regression". etcd restored with a
-// bumped revision to a point before a deletion brings the deleted key back
-// at its old state, in a list newer than the cache. The cache no longer
-// holds that key, so comparing cached keys did not see it go back: it was
-// applied as an add, undeclared. A key the cache does not hold, listed at
+// etcd restored with a bumped revision to a point before a deletion brings
+// the deleted key back at its old state, in a list newer than the cache.
+// The cache no longer holds that key, so comparing cached keys cannot see
+// it go back: applied as an add, it would be undeclared (a handler sees an
+// add older than the deletion it saw, with no declared regression). A key the cache does not hold, listed at
 // a resource version the cache had passed, is such a key: the cache
 // applied every event up to there, its creation included, and so its
 // deletion too.

@@ -17,7 +17,7 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Issue 28, item 1: a quiet probe's proof computed before a restore was
+// A quiet probe's proof computed before a restore was
 // declared, landing after it, is void: the restore forgot the position
 // until its relist, and the proof speaks of the history the server lost.
 // Before, the proof checked the regression count, then moved the tracker
@@ -67,10 +67,10 @@ func TestProofRacingARestoreNeverReleasesWaits(t *testing.T) {
 // A proof whose request was sent before a request failed or a stream
 // broke is void too, though no regression is known yet: the server its
 // later answers came from may have restarted from a restored etcd, whose
-// new history the proof would graft onto the cache's old one (the model
-// fault suite, seed 100191: a quiet probe's auxiliary watch, begun on the
-// old server, proved a gap on the restored one, outrun by writes, and a
-// wait returned nil on the lost history).
+// new history the proof would graft onto the cache's old one (a quiet
+// probe's auxiliary watch, begun on the old server, proving a gap on the
+// restored one, outrun by writes, would let a wait return nil on the lost
+// history).
 func TestProofSentBeforeABreakIsVoid(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
@@ -90,7 +90,7 @@ func TestProofSentBeforeABreakIsVoid(t *testing.T) {
 	}
 }
 
-// Issue 28, item 2: a freshness callback that panics, in a batch whose
+// A freshness callback that panics, in a batch whose
 // list found keys gone back, neither keeps the regression from being
 // declared nor leaves waits held: with utilruntime.ReallyCrash off (as
 // client-go's process loop runs then), the panic is reported, the other
@@ -133,10 +133,10 @@ func TestPanickingCallbackDuringARegressionDeclaresIt(t *testing.T) {
 	}
 }
 
-// Issue 28, item 3 (no probe timer's callback runs after RunWithContext
-// has returned) is internal/probe's TestSchedulerStopWaitsForAFiredTimer.
+// That no probe timer's callback runs after RunWithContext has returned
+// is internal/probe's TestSchedulerStopWaitsForAFiredTimer.
 
-// Issue 28, item 7: a wait on an informer that was never started says so
+// A wait on an informer that was never started says so
 // at once, with an error matching freshness.ErrNotStarted, instead of
 // waiting out its context; so does AfterFreshness, calling back at once.
 // One a factory's Start is about to run counts as started.

@@ -103,7 +103,7 @@ func waitCachedAt(t *testing.T, w *WrappedInformer, name, rv string) {
 	}
 }
 
-// Issue 22 item 8: one object with a malformed resource version is skipped
+// One object with a malformed resource version is skipped
 // (counted), as the FreshInformer does: it does not make every later wait
 // fail.
 func TestWrapSkipsSingleMalformedObject(t *testing.T) {
@@ -145,7 +145,7 @@ func TestWrapSkipsSingleMalformedObject(t *testing.T) {
 	}
 }
 
-// Issue 22 item 8: a list whose resource version cannot be ordered makes
+// A list whose resource version cannot be ordered makes
 // waits fail at once with ErrIncomparable; a comparable list ends that.
 func TestWrapIncomparableListRecovers(t *testing.T) {
 	w, lw, fw := startWrapped(t, listResponse{rv: "opaque-1", objects: []*corev1.ConfigMap{cm("a", "5")}})

@@ -57,7 +57,7 @@ func heapInUse() uint64 {
 	return ms.HeapAlloc
 }
 
-// Issue 22 item 6: with metrics on, writes recorded on an informer that
+// With metrics on, writes recorded on an informer that
 // never reaches them (here: never started) hold a bounded amount of
 // memory, however many distinct resource versions are recorded.
 func TestRecordWriteMemoryIsBounded(t *testing.T) {

@@ -2,8 +2,10 @@
 # Generates the example CRD controller's code with k8s.io/code-generator
 # (kube_codegen.sh, as sample-controller does): deepcopy functions in
 # examples/crdcontroller/apis, and its clientset, listers and informers in
-# examples/crdcontroller/generated. The version is go.mod's client-go's,
-# so that the generated code builds on every supported client-go.
+# examples/crdcontroller/generated; then the informer factory's ListScope
+# method (what cache.InformerFor reads) with this module's cmd/scope-gen.
+# The version is go.mod's client-go's, so that the generated code builds
+# on every supported client-go.
 #
 #   hack/update-codegen.sh           # write the files
 #   hack/update-codegen.sh --verify  # fail if the committed files differ
@@ -21,6 +23,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/freshinformer-codegen.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # The generators install into GOBIN: a directory of ours, not the user's.
 export GOBIN="$tmp/bin"
+$GO build -o "$GOBIN/scope-gen" ./cmd/scope-gen
 
 # generate writes the code into the module rooted at the current directory.
 generate() {
@@ -34,6 +37,7 @@ generate() {
 		--output-pkg "$module/$example/generated" \
 		--boilerplate hack/boilerplate.go.txt \
 		"$example/apis"
+	"$GOBIN/scope-gen" -boilerplate hack/boilerplate.go.txt "$example/generated/informers/externalversions"
 }
 
 if [ "${1:-}" != --verify ]; then

@@ -20,7 +20,7 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// Issue 22 item 6: with metrics on, an informer that never reaches the
+// With metrics on, an informer that never reaches the
 // writes recorded on it (here: never started) holds a bounded amount of
 // memory for them, however many distinct resource versions are recorded.
 func TestWriteToVisibleMemoryBounded(t *testing.T) {

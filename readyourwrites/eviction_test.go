@@ -16,7 +16,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 )
 
-// Issue 22 item 5: owners that write and are never checked again (deleted
+// Owners that write and are never checked again (deleted
 // from the cluster, the reconcile returned on NotFound) do not hold memory
 // for the life of the process.
 func TestReadYourWritesOwnersBounded(t *testing.T) {

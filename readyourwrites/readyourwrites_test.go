@@ -108,8 +108,8 @@ func TestReadYourWritesDeletes(t *testing.T) {
 	for inf.Stats().PendingWaiters == 0 { // waiting for the next change
 		time.Sleep(time.Millisecond)
 	}
-	// The event comes later than the default probe delay, as it did on a
-	// loaded machine (issue 21: with the probe on, the test then failed).
+	// The event comes later than the default probe delay, as it may on a
+	// loaded machine, where the probe is on.
 	time.Sleep(2 * cache.DefaultQuietProbeDelay)
 	w.Delete(withUID(cm("late", "19"), "l1"))
 	if err := <-done; err != nil {

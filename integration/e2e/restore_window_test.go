@@ -25,7 +25,7 @@ import (
 	"github.com/freshinformer/freshinformer/integration/testenv"
 )
 
-// The window after an etcd restore without --bump-revision (issue 21): the
+// The window after an etcd restore without --bump-revision: the
 // restored server hands out resource versions the informer has already
 // applied. These tests make writes in that window, wait for them with bare
 // WaitForFreshness calls (nothing recorded with RecordWrite: an RV learned
@@ -309,7 +309,7 @@ func watchDeclared(ctx context.Context, r *faultRig) func(from time.Time) string
 	}
 }
 
-// TestRestoreWindowOutrunByWrites (issue 21, case 1): etcd is restored
+// TestRestoreWindowOutrunByWrites: etcd is restored
 // without --bump-revision, and new writes carry the restored server's
 // revision past the informer's old floor before the informer's watch comes
 // back (its Reflector saw its watch fail while the apiserver was down, and
@@ -379,7 +379,7 @@ func TestRestoreWindowOutrunByWrites(t *testing.T) {
 	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
 }
 
-// TestRestoreWindowBehindProxy (issue 21, case 2): the informer reaches
+// TestRestoreWindowBehindProxy: the informer reaches
 // the apiserver through a proxy; the apiserver is stopped, etcd restored
 // without --bump-revision, the apiserver started again, and right after
 // it is back ConfigMaps are written (updates of cached keys and new keys)

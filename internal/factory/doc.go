@@ -44,18 +44,17 @@
 //
 // The typed factory reaches the clientset without reflect's method calls,
 // which would make the linker keep every exported method of every type a
-// program reaches: a small controller on it built to about 1.75 times the
-// size of the same program on client-go's factory. Nor does it hold a table
-// of closures calling each typed client (client.CoreV1().Pods(ns).List),
-// which would keep every typed client and its apply configurations, about
-// 9% more. It keeps, per resource, data (group, version, resource, kind,
-// namespaced, empty object and list) and the accessor of the group
-// version's REST client, and lists and watches with client-go's generic
-// client (gentype, what every typed client of the clientset is) over that
-// REST client, sending what the typed client sends; on client-go's fake
-// clientset it sends the actions the fake typed clients send. Such a
-// program is within 1.05 times the size of its client-go twin
-// (hack/binsize.sh, make test; docs/benchmarks.md). One difference from
+// program reaches. Nor does it hold a table of closures calling each typed
+// client (client.CoreV1().Pods(ns).List), which would keep every typed
+// client and its apply configurations. It keeps, per resource, data
+// (group, version, resource, kind, namespaced, empty object and list) and
+// the accessor of the group version's REST client, and lists and watches
+// with client-go's generic client (gentype, what every typed client of the
+// clientset is) over that REST client, sending what the typed client
+// sends; on client-go's fake clientset it sends the actions the fake typed
+// clients send. So a program on it stays about the size of its client-go
+// twin: hack/binsize.sh (make test) holds the ratio, and docs/benchmarks.md
+// ("Binary size") has the figures of each shape tried. One difference from
 // calling the typed client: a kubernetes.Interface of one's own that wraps
 // the typed clients (to trace their calls, say) is reached through its
 // group clients' RESTClient(), below those wrappers.
@@ -80,15 +79,17 @@
 // scheduling.k8s.io/v1alpha2) is found at run time (newer.go): its group,
 // version and kind in client-go's scheme, its scope in a table kept for
 // the supported versions, and it is listed and watched like the table's
-// resources, over the clientset's core REST client sent to the resource's
-// group version path, or with the fake clientset's actions. ForResource
+// resources, over a REST client of its group version that client-go's rest
+// package makes on the core group client's server, HTTP client and rate
+// limiter, or with the fake clientset's actions. ForResource
 // and the group accessors give Is for them. Go cannot add a method only
 // when a newer client-go is built in, so the accessors of newer groups
 // (factory.Lifecycle() on 0.37) are promoted from a client-go factory the
 // typed factory embeds: their informers are client-go's, without
 // freshness (NewGroup and ForResource give Is); Start, WaitForCacheSync
-// and Shutdown cover them. A clientset of one's own without a core REST client gets
-// client-go's plain informer for resources outside the table.
+// and Shutdown cover them. A clientset of one's own whose core group
+// client is not a *rest.RESTClient gets client-go's plain informer for
+// resources outside the table.
 //
 // # Lookups
 //

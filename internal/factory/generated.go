@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unsafe"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -20,43 +18,43 @@ import (
 // through the one door every generated accessor goes through: the
 // factory's InformerFor(obj, newFunc), whose first call for a type decides.
 // They rely on this shape of the generated code (code-generator's 0.35 to
-// 0.37 output has it):
+// 0.37 output has it), all of it exported:
 //
-//   - the factory is a pointer to a struct whose fields namespace (string)
-//     and tweakListOptions (func(*metav1.ListOptions)) hold its
-//     WithNamespace and WithTweakListOptions (read once, with reflect;
-//     nothing else is);
 //   - its InformerFor(obj, newFunc) calls newFunc(clientset, resync) once
 //     per type, with its custom resync for the type, sets its transform on
 //     what newFunc returns, and hands that to every accessor and lister;
 //   - its ForResource(gvr) returns that informer for the kind's resource;
 //   - the typed client of a kind (clientset.GroupVersion().Kinds(namespace))
 //     has List and Watch, as gentype's clients have.
+//
+// What the factory lists, its WithNamespace and WithTweakListOptions, is
+// in unexported fields that code outside the generated package should not
+// rely on. The factory says it through a ListScope method, which
+// cmd/scope-gen writes into the generated package, or the caller says it
+// (cache.Scoped); a factory that does neither is accepted, deprecated,
+// only at informer-gen's defaults (InformerGenDefaults).
 
-// ErrUnsupportedFactory is cache.ErrUnsupportedFactory: a factory without
-// the shape above.
-var ErrUnsupportedFactory = errors.New("not an informer-gen factory")
-
-// GeneratedScope reads an informer-gen factory's namespace and
-// tweakListOptions (see the file's comment).
-func GeneratedScope(factory any) (string, func(*metav1.ListOptions), error) {
+// InformerGenDefaults reports whether factory is an informer-gen factory
+// made without WithNamespace and WithTweakListOptions: a pointer to a
+// struct whose field namespace is an empty string and whose field
+// tweakListOptions is a nil func. It reads the two fields, which reflect
+// allows without unsafe, and neither calls nor changes them. It is the
+// deprecated fallback of InformerFor for factories generated without
+// cmd/scope-gen's ListScope, so that the calls that worked before on
+// factories at their defaults keep working; one whose fields differ, or
+// are not there, must say its scope.
+func InformerGenDefaults(factory any) bool {
 	v := reflect.ValueOf(factory)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return "", nil, fmt.Errorf("%w: %T is not a pointer to a struct", ErrUnsupportedFactory, factory)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
 	}
-	ns, tw := v.Elem().FieldByName("namespace"), v.Elem().FieldByName("tweakListOptions")
-	tweakType := reflect.TypeFor[func(*metav1.ListOptions)]()
-	if ns.Kind() != reflect.String || tw.Kind() != reflect.Func || !tw.Type().ConvertibleTo(tweakType) {
-		return "", nil, fmt.Errorf("%w: %T has no fields namespace string and tweakListOptions func(*v1.ListOptions)", ErrUnsupportedFactory, factory)
-	}
-	if tw.IsNil() {
-		return ns.String(), nil, nil
-	}
-	// An unexported field's value can be read but not called through
-	// reflect: take it at its address.
-	tweak := reflect.NewAt(tw.Type(), unsafe.Pointer(tw.UnsafeAddr())).Elem().Convert(tweakType).Interface().(func(*metav1.ListOptions))
-	return ns.String(), tweak, nil
+	ns, tweak := v.Elem().FieldByName("namespace"), v.Elem().FieldByName("tweakListOptions")
+	return ns.Kind() == reflect.String && ns.String() == "" && tweak.Kind() == reflect.Func && tweak.IsNil()
 }
+
+// ErrUnsupportedFactory is cache.ErrUnsupportedFactory: a factory that does
+// not say what it lists.
+var ErrUnsupportedFactory = errors.New("not an informer-gen factory that says what it lists")
 
 // ListItem returns an empty item of the list type L (*FooList: a *Foo).
 func ListItem[L runtime.Object]() (runtime.Object, error) {

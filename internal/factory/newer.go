@@ -4,7 +4,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,16 +24,19 @@ import (
 //     outsideTable, kept by hand for the supported client-go versions (a
 //     test checks it against the linked one);
 //   - it lists and watches with client-go's generic client, as the table's
-//     resources do, over a REST client of the clientset (the core group's:
-//     same host, credentials and scheme-backed serializer) whose requests
-//     go to the resource's group version; on client-go's fake clientset,
-//     with the actions the fake typed clients send. Its requests count
-//     against the core group client's rate limiter, which the clientset
-//     shares among all groups anyway when its config sets QPS.
+//     resources do, over a REST client of the resource's group version
+//     that client-go's rest package makes as it makes a clientset's group
+//     clients, on the core group client's server, HTTP client (host,
+//     credentials) and rate limiter (groupVersionClient); on client-go's
+//     fake clientset, with the actions the fake typed clients send. Its
+//     requests count against the core group client's rate limiter, which
+//     the clientset shares among all groups anyway when its config sets
+//     QPS.
 //
 // A resource outside both the table and outsideTable (one a client-go
-// newer than those supported added), or a clientset of one's own without a
-// core REST client, gets client-go's plain informer.
+// newer than those supported added), or a clientset of one's own whose
+// core group client is not a *rest.RESTClient, gets client-go's plain
+// informer.
 
 // outsideTable says, of each resource that a supported client-go serves
 // and the table lacks, whether it is namespaced.
@@ -110,7 +112,8 @@ func schemeResource(gvr schema.GroupVersionResource, kind string, namespaced boo
 }
 
 // reachable reports whether the factory can list res through client: a
-// fake clientset answers any resource; another needs a core REST client.
+// fake clientset answers any resource; another needs a core group client
+// that is a *rest.RESTClient.
 func reachable(client kubernetes.Interface, res typedResource) bool {
 	if _, ok := client.(fakeClientset); ok {
 		return true
@@ -118,43 +121,39 @@ func reachable(client kubernetes.Interface, res typedResource) bool {
 	return !isNil(res.restClient(client))
 }
 
-// groupVersionClient returns a REST client sending requests to gv's paths
-// over client's core REST client, or nil if client has none.
+// groupVersionClient returns a REST client of gv's API, made as client-go
+// makes a clientset's group clients (rest.NewRESTClient at the group
+// version's path, rest.DefaultVersionedAPIPath, with the generated
+// clients' serializer), sharing client's core REST client's server, HTTP
+// client and rate limiter; nil if client has no core *rest.RESTClient. The
+// core client's content type, warning handler and user agent are not
+// readable: requests negotiate as a clientset's with the default content
+// type does (protobuf first, as the typed clients prefer it), warnings go
+// to client-go's default handler, and the user agent is whatever the
+// shared HTTP client sets.
 func groupVersionClient(client kubernetes.Interface, gv schema.GroupVersion) rest.Interface {
 	if isNil(client) || isNil(client.CoreV1()) {
 		return nil
 	}
-	core := client.CoreV1().RESTClient()
-	if isNil(core) {
+	core, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || core == nil {
 		return nil
 	}
-	prefix := "/apis/" + gv.Group + "/" + gv.Version
+	apiPath := "/apis" // where a clientset's group clients are (their setConfigDefaults)
 	if gv.Group == "" {
-		prefix = "/api/" + gv.Version
+		apiPath = "/api"
 	}
-	return &pathClient{Interface: core, gv: gv, prefix: prefix}
-}
-
-// pathClient is a REST client whose requests go to another group version's
-// path: its every request starts at prefix (after any path of the host),
-// where the wrapped client's would start at its own group version. The
-// content negotiation is the wrapped client's: the core group's decodes
-// every type of client-go's scheme.
-type pathClient struct {
-	rest.Interface
-	gv     schema.GroupVersion
-	prefix string
-}
-
-func (c *pathClient) Verb(verb string) *rest.Request  { return c.Interface.Verb(verb).AbsPath(c.prefix) }
-func (c *pathClient) Get() *rest.Request              { return c.Interface.Get().AbsPath(c.prefix) }
-func (c *pathClient) Post() *rest.Request             { return c.Interface.Post().AbsPath(c.prefix) }
-func (c *pathClient) Put() *rest.Request              { return c.Interface.Put().AbsPath(c.prefix) }
-func (c *pathClient) Delete() *rest.Request           { return c.Interface.Delete().AbsPath(c.prefix) }
-func (c *pathClient) APIVersion() schema.GroupVersion { return c.gv }
-
-func (c *pathClient) Patch(pt types.PatchType) *rest.Request {
-	return c.Interface.Patch(pt).AbsPath(c.prefix)
+	content := rest.ClientContentConfig{
+		GroupVersion: gv,
+		Negotiator:   runtime.NewClientNegotiator(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(), gv),
+	}
+	// The server's root: the core client's base URL, as its requests see it.
+	base := core.Get().AbsPath("/").URL()
+	rc, err := rest.NewRESTClient(base, rest.DefaultVersionedAPIPath(apiPath, gv), content, core.GetRateLimiter(), core.Client)
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 // schemeObjectOf returns an empty object of gvr from client-go's scheme,

@@ -3,6 +3,7 @@ package factory
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 )
 
 // The rule that finds a resource's kind in the scheme (schemeObjectOf)
@@ -36,8 +38,9 @@ func TestSchemeObjectOfFollowsTheTable(t *testing.T) {
 }
 
 // A table resource described from the scheme, as resources outside the
-// table are, sends what the typed client sends, over the core group's REST
-// client, and on the fake clientset lists the same.
+// table are, sends what the typed client sends, over a REST client of its
+// group version made by client-go's rest package, and on the fake
+// clientset lists the same.
 func TestSchemeResourceMatchesTheTable(t *testing.T) {
 	client, requests := recordingServer(t)
 	ctx := context.Background()
@@ -122,6 +125,31 @@ func TestOutsideTableMatchesTheClientset(t *testing.T) {
 			gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
 			if want, ok := outsideTable[gvr]; !ok || want != namespaced {
 				t.Errorf("%s().%s(): outsideTable[%v] = %v, %v; the clientset says namespaced=%v", gm.Name, acc.Name, gvr, want, ok, namespaced)
+			}
+		}
+	}
+}
+
+// A resource's group version client is client-go's REST client of that
+// group version, on the core client's server (path prefix included) and
+// sharing its rate limiter.
+func TestGroupVersionClientIsARESTClientOfTheGroupVersion(t *testing.T) {
+	for _, host := range []string{"https://example.invalid", "https://example.invalid/prefix/"} {
+		client, err := kubernetes.NewForConfig(&rest.Config{Host: host, QPS: 7, Burst: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gv := range []schema.GroupVersion{{Group: "lifecycle.k8s.io", Version: "v1alpha1"}, {Version: "v1"}} {
+			rc, ok := groupVersionClient(client, gv).(*rest.RESTClient)
+			if !ok {
+				t.Fatalf("%s %v: %T, not a *rest.RESTClient", host, gv, rc)
+			}
+			want := strings.TrimSuffix(host, "/") + rest.DefaultVersionedAPIPath(map[bool]string{true: "/api", false: "/apis"}[gv.Group == ""], gv) + "/namespaces/ns/things"
+			if got := rc.Get().Namespace("ns").Resource("things").URL().String(); got != want || rc.APIVersion() != gv {
+				t.Errorf("%s %v: %s at %v; want %s", host, gv, got, rc.APIVersion(), want)
+			}
+			if rc.GetRateLimiter() != client.CoreV1().RESTClient().GetRateLimiter() {
+				t.Errorf("%s %v: its own rate limiter", host, gv)
 			}
 		}
 	}

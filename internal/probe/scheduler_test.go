@@ -22,7 +22,7 @@ func testScheduler(delay time.Duration, probe func(context.Context) bool) *Sched
 	}
 }
 
-// Issue 28, item 3: no probe timer's callback runs after Stop has
+// No probe timer's callback runs after Stop has
 // returned (SPEC guarantee 4: no goroutine outlives the informer, which
 // stops its Scheduler before RunWithContext returns). Stopping a timer
 // does not wait for a callback already fired. Each run here holds the

@@ -4,7 +4,9 @@
 // each write. Its informers and listers are those of the code-generated
 // factory (../generated), as in any informer-gen controller; made fresh,
 // they are FreshInformers behind the same generated listers, put there by
-// one call per kind (cache.InformerFor, cache.ClusterInformerFor).
+// one call per kind (cache.InformerFor, cache.ClusterInformerFor), which
+// read what the factory lists from the ListScope method that cmd/scope-gen
+// wrote into the generated informers package.
 //
 // It counts stale reads: a reconcile that reads a Counter older than the
 // controller's own last write of it (which then fails with 409 Conflict).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/sample-controller/pkg/generated/clientset/versioned"
@@ -32,13 +33,16 @@ func NewKubeSharedInformerFactory(client kubernetes.Interface, defaultResync tim
 
 // NewSampleSharedInformerFactory stands in for sample-controller's
 // code-generated NewSharedInformerFactory: the same factory, whose Foo
-// informer is a FreshInformer (one call, cache.InformerFor).
+// informer is a FreshInformer (one call, cache.InformerFor). The upstream
+// generated package has no ListScope (cmd/scope-gen), so the call says the
+// factory's scope: all namespaces, no tweak, as NewSharedInformerFactory
+// makes it.
 func NewSampleSharedInformerFactory(client versioned.Interface, defaultResync time.Duration) externalversions.SharedInformerFactory {
 	factory := externalversions.NewSharedInformerFactory(client, defaultResync)
 	if Upstream() {
 		return factory
 	}
-	if _, err := fcache.InformerFor(factory, client.SamplecontrollerV1alpha1().Foos); err != nil {
+	if _, err := fcache.InformerFor(fcache.Scoped(factory, metav1.NamespaceAll, nil), client.SamplecontrollerV1alpha1().Foos); err != nil {
 		panic(fmt.Sprintf("conformance shim: %v", err))
 	}
 	return factory

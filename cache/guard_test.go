@@ -73,7 +73,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Defect 1: an older event or bookmark must not lower the floor, so the
+// An older event or bookmark must not lower the floor, so the
 // next lagging list is refused instead of rolling the cache back silently.
 func TestReplayedOlderEventDoesNotLowerFloor(t *testing.T) {
 	for _, replay := range []string{"event", "bookmark"} {
@@ -132,7 +132,7 @@ func (lw *scriptedLW) listCallsCopy() []metav1.ListOptions {
 	return slices.Clone(lw.listCalls)
 }
 
-// Defect 2: a replayed delete of a key that is no longer cached is out of
+// A replayed delete of a key that is no longer cached is out of
 // order: rejected and counted, never delivered.
 func TestReplayedDeleteOfGoneKeyIsRejected(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
@@ -181,7 +181,7 @@ func TestDuplicateDeleteIsRejected(t *testing.T) {
 	})
 }
 
-// Defect 3: a watch-list whose initial events are refused is stopped (not
+// A watch-list whose initial events are refused is stopped (not
 // leaked), and the refusal is counted once though client-go falls back to
 // a plain list in the same attempt.
 func TestRefusedWatchListIsStoppedAndCountedOnce(t *testing.T) {
@@ -208,7 +208,7 @@ func TestRefusedWatchListIsStoppedAndCountedOnce(t *testing.T) {
 	}
 }
 
-// Defect 4: a refused list on the list+watch path reaches a
+// A refused list on the list+watch path reaches a
 // WatchErrorHandler flattened by client-go (%v); the informer restores its
 // chain, and the default handler does not report it.
 func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
@@ -285,7 +285,7 @@ func mustRV(t *testing.T, s string) freshness.RV {
 	return rv
 }
 
-// Defect 5a: one malformed resource version on a single event or bookmark
+// One malformed resource version on a single event or bookmark
 // is counted (the event applied, the bookmark skipped, neither moving
 // freshness); the informer stays freshness-aware.
 func TestSingleMalformedRVIsCounted(t *testing.T) {
@@ -319,7 +319,7 @@ func TestSingleMalformedRVIsCounted(t *testing.T) {
 	})
 }
 
-// Defect 5b: one absurd (well-formed) resource version does not poison
+// One absurd (well-formed) resource version does not poison
 // later events.
 func TestAbsurdBookmarkDoesNotPoisonLaterEvents(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
@@ -363,7 +363,7 @@ func TestPlainModeEndsWithComparableList(t *testing.T) {
 	waitFresh(t, inf, "20")
 }
 
-// Defect 6: Wrap refuses an informer whose lists are not atomic.
+// Wrap refuses an informer whose lists are not atomic.
 func TestWrapRefusesWithAtomicFIFOOff(t *testing.T) {
 	clientfeaturestesting.SetFeatureDuringTest(t, clientgofeatures.AtomicFIFO, false)
 	lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
@@ -454,7 +454,7 @@ func (s heldErrors) WithName(name string) logr.LogSink {
 	return s
 }
 
-// Issue 14: a list newer than the floor that brings keys back to older
+// A list newer than the floor that brings keys back to older
 // states (etcd restored with --bump-revision) is applied and declared once.
 func TestNewerListWithOlderKeysIsDeclared(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
@@ -484,7 +484,7 @@ func TestNewerListWithOlderKeysIsDeclared(t *testing.T) {
 	})
 }
 
-// Issue 14: a consistent read below the floor proves a restore; it is
+// A consistent read below the floor proves a restore; it is
 // declared at once, not after AcceptRegressionAfter.
 func TestConsistentListBelowFloorIsDeclaredAtOnce(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
@@ -513,7 +513,7 @@ func TestConsistentListBelowFloorIsDeclaredAtOnce(t *testing.T) {
 	})
 }
 
-// Issue 14: after a restore without --bump-revision, a recorded write below
+// After a restore without --bump-revision, a recorded write below
 // the cache's resource version is verified with a consistent probe; once
 // the restore is proven the wait does not return until the write is cached.
 func TestWriteBelowFloorTriggersRestore(t *testing.T) {
@@ -650,7 +650,7 @@ func TestWriteBelowFloorOnHealthyServer(t *testing.T) {
 	}
 }
 
-// Issue 14: fresh on start. The first list must reach an initial floor.
+// Fresh on start. The first list must reach an initial floor.
 func TestInitialFloor(t *testing.T) {
 	t.Run("lagging first list refused", func(t *testing.T) {
 		lw := newScriptedLW(t, listThenWatch, listResponse{rv: "10"})
