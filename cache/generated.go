@@ -134,24 +134,17 @@ func (s ScopedFactory[F, G]) wrapped() any { return s.factory }
 //
 //	counters, err := cache.InformerFor(cache.Scoped(factory, ns, tweak), clientset.CountingV1alpha1().Counters)
 //
-// A factory with neither is deprecated, and taken at informer-gen's
-// defaults (all namespaces, no tweak) only if it is made with them, as
-// NewSharedInformerFactory(clientset, resync) makes it: InformerFor reads
-// its fields namespace and tweakListOptions to check, without calling or
-// changing anything. This keeps such calls working as before; a later
-// release will drop it. Run cmd/scope-gen, or use Scoped.
-//
 // It fails, matching ErrNotFreshInformer, if the factory already made its
 // informer of the kind (an accessor, a lister or ForResource asked first):
 // call it right after making the factory. It fails matching
-// ErrUnsupportedFactory if the factory says nothing of its scope and is
-// not at informer-gen's defaults (an informer listing the wrong namespace
-// would go unnoticed), matching ErrScopeMismatch if Scoped's scope differs
-// from the factory's ListScope, and matching ErrUnknownResource if the
-// factory serves the kind under another resource than the one named (the
-// informer is then the factory's, named wrong: pass WithResource). It
-// relies on informer-gen's InformerFor making one informer per type and
-// handing it to every accessor (code-generator 0.35 to 0.37).
+// ErrUnsupportedFactory if the factory says nothing of its scope (neither
+// ListScope nor Scoped: an informer listing the wrong namespace would go
+// unnoticed), matching ErrScopeMismatch if Scoped's scope differs from the
+// factory's ListScope, and matching ErrUnknownResource if the factory
+// serves the kind under another resource than the one named (the informer
+// is then the factory's, named wrong: pass WithResource). It relies on
+// informer-gen's InformerFor making one informer per type and handing it
+// to every accessor (code-generator 0.35 to 0.37).
 func InformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(namespace string) T, opts ...Option) (*FreshInformer, error) {
 	return generatedInformerFor[F, C](factory, client, true, opts)
 }
@@ -232,9 +225,6 @@ func servedBy(g genericInformer, inf *FreshInformer) bool {
 func listScope(factory any) (string, func(*metav1.ListOptions), error) {
 	s, ok := factory.(ListScoper)
 	if !ok {
-		if internalfactory.InformerGenDefaults(factory) {
-			return metav1.NamespaceAll, nil, nil // deprecated: see InformerFor
-		}
 		return "", nil, fmt.Errorf("%w: %T does not say what it lists: run cmd/scope-gen on its package, or pass cache.Scoped(factory, namespace, tweak)", ErrUnsupportedFactory, factory)
 	}
 	namespace, tweak := s.ListScope()

@@ -281,39 +281,3 @@ func TestInformerForScopeMismatch(t *testing.T) {
 		t.Fatalf("the factory's own scope, in another closure: %v", err)
 	}
 }
-
-// generatedBeforeScopeGen is a factory as informer-gen makes it, without
-// cmd/scope-gen's ListScope: a pointer to a struct whose fields namespace
-// and tweakListOptions hold its scope.
-type generatedBeforeScopeGen struct {
-	externalversions.SharedInformerFactory
-	namespace        string
-	tweakListOptions func(*metav1.ListOptions)
-}
-
-// A factory without ListScope, given without Scoped, still works at
-// informer-gen's defaults (all namespaces, no tweak), the deprecated
-// fallback; with a namespace or a tweak it fails instead of listing what
-// the generated listers do not promise.
-func TestInformerForWithoutListScope(t *testing.T) {
-	client := stampedClientset(counter("a", "in", map[string]string{"keep": "yes"}), counter("b", "elsewhere", nil))
-	for name, f := range map[string]*generatedBeforeScopeGen{
-		"namespace": {SharedInformerFactory: externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace("a")), namespace: "a"},
-		"tweak":     {SharedInformerFactory: externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithTweakListOptions(keepOnly)), tweakListOptions: keepOnly},
-	} {
-		if _, err := cache.InformerFor(f, client.CountingV1alpha1().Counters); !errors.Is(err, cache.ErrUnsupportedFactory) {
-			t.Errorf("%s: %v; want ErrUnsupportedFactory", name, err)
-		}
-	}
-	factory := &generatedBeforeScopeGen{SharedInformerFactory: externalversions.NewSharedInformerFactory(client, 0)}
-	counters, err := cache.InformerFor(factory, client.CountingV1alpha1().Counters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := counters.Selector(); s.Namespace != "" || s.Labels != nil {
-		t.Fatalf("scope %v; want all namespaces", s)
-	}
-	if got := listedNames(t, factory.SharedInformerFactory); len(got) != 2 {
-		t.Fatalf("the generated lister lists %v; want both counters", got)
-	}
-}

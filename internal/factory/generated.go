@@ -28,29 +28,10 @@ import (
 //     has List and Watch, as gentype's clients have.
 //
 // What the factory lists, its WithNamespace and WithTweakListOptions, is
-// in unexported fields that code outside the generated package should not
-// rely on. The factory says it through a ListScope method, which
+// in unexported fields that nothing outside the generated package may
+// read. The factory says it through a ListScope method, which
 // cmd/scope-gen writes into the generated package, or the caller says it
-// (cache.Scoped); a factory that does neither is accepted, deprecated,
-// only at informer-gen's defaults (InformerGenDefaults).
-
-// InformerGenDefaults reports whether factory is an informer-gen factory
-// made without WithNamespace and WithTweakListOptions: a pointer to a
-// struct whose field namespace is an empty string and whose field
-// tweakListOptions is a nil func. It reads the two fields, which reflect
-// allows without unsafe, and neither calls nor changes them. It is the
-// deprecated fallback of InformerFor for factories generated without
-// cmd/scope-gen's ListScope, so that the calls that worked before on
-// factories at their defaults keep working; one whose fields differ, or
-// are not there, must say its scope.
-func InformerGenDefaults(factory any) bool {
-	v := reflect.ValueOf(factory)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	ns, tweak := v.Elem().FieldByName("namespace"), v.Elem().FieldByName("tweakListOptions")
-	return ns.Kind() == reflect.String && ns.String() == "" && tweak.Kind() == reflect.Func && tweak.IsNil()
-}
+// (cache.Scoped).
 
 // ErrUnsupportedFactory is cache.ErrUnsupportedFactory: a factory that does
 // not say what it lists.
