@@ -179,6 +179,9 @@ type Provider struct {
 	waits        *prometheus.CounterVec
 	writeVisible *prometheus.HistogramVec
 	staleWrites  *prometheus.CounterVec // of the transports counting on p
+	// discarded takes the waits counted after an informer's identity is
+	// gone; never registered.
+	discarded prometheus.Counter
 
 	// mu guards informers, identities and the per-informer progress
 	// readings. Informer methods are called with it released; it is taken
@@ -221,7 +224,8 @@ func NewProvider(reg prometheus.Registerer, opts ...Option) (*Provider, error) {
 		o.Clock = clock.RealClock{}
 	}
 	p := &Provider{
-		opts: o,
+		discarded: prometheus.NewCounter(prometheus.CounterOpts{Name: "discarded"}),
+		opts:      o,
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "wait_duration_seconds",
 			Help:    "How long WaitForFreshness calls blocked; 0 when the cache was already fresh.",
@@ -297,9 +301,6 @@ type discard struct{}
 
 func (discard) Observe(float64) {}
 
-// discarded counts waits after the identity is gone; never registered.
-var discarded = prometheus.NewCounter(prometheus.CounterOpts{Name: "discarded"})
-
 // observer returns the child in ptr, making it from vec the first time.
 func (id *identity) observer(ptr *atomic.Pointer[prometheus.Observer], vec *prometheus.HistogramVec) prometheus.Observer {
 	if o := ptr.Load(); o != nil {
@@ -340,7 +341,7 @@ func (id *identity) counterLocked(i int) prometheus.Counter {
 		return *c
 	}
 	if id.gone {
-		return discarded
+		return id.provider.discarded
 	}
 	var c prometheus.Counter = id.provider.waits.WithLabelValues(append(append([]string(nil), id.labels...), string(outcomes[i]))...)
 	id.waits[i].Store(&c)
