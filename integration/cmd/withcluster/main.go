@@ -8,6 +8,11 @@
 // command exits, or on Ctrl-C / SIGTERM, stops the command (its whole
 // process group, so `go run`'s child goes too) and then the control plane.
 // The exit status is the command's (128+signal if it was killed).
+//
+// The kubeconfig sets no client rate: a client-go program gets client-go's
+// default of 5 requests per second (bursts of 10), which throttles a
+// controller that writes on every event ("client-side throttling" in its
+// log). Raise the rest.Config's QPS and Burst, as the examples do.
 package main
 
 import (
