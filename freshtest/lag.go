@@ -29,7 +29,16 @@ import (
 // before reach the informers as usual. Lists are not held: an informer
 // that relists while held catches up.
 //
-// A Lag is safe for concurrent use.
+// A Lag holds every watch event it sees, whoever made the write: the
+// events that would trigger a reconcile are held too, so a controller
+// driven only by watch events sees the cache behind its own writes only
+// when something else makes it read in the meantime (a requeue right
+// after its write, a resync, another controller on the same cache).
+// docs/where-controllers-read-stale.md has a test recipe for each.
+//
+// Make one with NewLag (the zero Lag is ready too), wire it before the
+// informers start, then Hold and Release, or HoldFor. A Lag is safe for
+// concurrent use.
 type Lag struct {
 	mu    sync.Mutex
 	gate  chan struct{} // non-nil while holding; closed by Release
@@ -49,10 +58,11 @@ func (l *Lag) Hold() {
 	}
 }
 
-// HoldFor holds events for d, then releases them, unless events are held
-// already: then it changes nothing (the hold in force ends as it would).
-// Several goroutines can call it around their writes: the cache lags by at
-// most d behind each.
+// HoldFor holds, for d, every watch event of every watch the Lag wraps
+// (all resources, anyone's writes, the triggering events included), then
+// releases them in order, unless events are held already: then it changes
+// nothing (the hold in force ends as it would). Several goroutines can
+// call it around their writes: the cache lags by at most d behind each.
 func (l *Lag) HoldFor(d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -53,7 +53,8 @@ type ReadYourWrites struct {
 
 // Options configure a ReadYourWrites.
 type Options struct {
-	// Timeout bounds EnsureFresh (0: DefaultEnsureFreshTimeout).
+	// Timeout bounds how long one EnsureFresh call waits (0:
+	// DefaultEnsureFreshTimeout); see New.
 	Timeout time.Duration
 	// Scheme and RESTMapper tell Wrote and Deleted the resource of types
 	// that client-go's scheme does not know, when the InformerSource cannot
@@ -73,8 +74,14 @@ type Options struct {
 }
 
 // New returns a ReadYourWrites over the informers of source (a factory, an
-// InformerList, ...). timeout bounds EnsureFresh (0:
-// DefaultEnsureFreshTimeout).
+// InformerList, ...). timeout bounds how long one EnsureFresh call waits
+// for all the caches of an owner together (0: DefaultEnsureFreshTimeout;
+// its context's deadline wins when earlier); past it, EnsureFresh fails
+// with an error matching context.DeadlineExceeded, for the caller to
+// requeue. It bounds nothing else: not CheckFresh, which never waits, nor
+// WhenFresh (its caller's stop ends it) or package requeue (its own park
+// bound), nor how long records are kept (Options.OwnerIdleTimeout,
+// Options.MaxOwners).
 func New(source cache.InformerSource, timeout time.Duration) *ReadYourWrites {
 	return NewWithOptions(source, Options{Timeout: timeout})
 }

@@ -42,15 +42,15 @@ func TestCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "pkg", "x_test.go"), []byte(fakeExamples), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const ok = "<!-- example: pkg ExampleUpper -->\n```go\nimport (\n\tstr \"strings\"\n)\n\ns   := str.ToUpper(\"a\") // upper case\n\n// a comment line\nfor range 2 {\n\tfmt.Println(len(s))\n}\n```\n"
+	const ok = "<!-- example: pkg ExampleUpper -->\n```go\nimport (\n\tstr \"strings\"\n)\n\ns   := str.ToUpper(\"a\") // upper case\n\n// a comment line\nfor range 2 {\n\tfmt.Println(len(s))\n}\n```\n[x_test.go](pkg/x_test.go)\n"
 	for _, tc := range []struct {
 		name, readme string
 		want         []string // substrings of the errors, one per error
 	}{
 		{name: "ok", readme: "# t\n\n" + ok},
-		{name: "drift", readme: ok + "\n<!-- example: pkg ExampleUpper -->\n```go\ns := str.ToLower(\"a\")\nfmt.Println(s)\n```\n",
-			want: []string{`README.md:17: "s := str.ToLower(\"a\")" is missing from the body of ExampleUpper in pkg (x_test.go)`}},
-		{name: "out of order", readme: "<!-- example: pkg ExampleUpper -->\n```go\nfmt.Println(s)\ns := str.ToUpper(\"a\")\n```\n",
+		{name: "drift", readme: ok + "\n<!-- example: pkg ExampleUpper -->\n```go\ns := str.ToLower(\"a\")\nfmt.Println(s)\n```\n[x_test.go](pkg/x_test.go)\n",
+			want: []string{`README.md:18: "s := str.ToLower(\"a\")" is missing from the body of ExampleUpper in pkg (x_test.go)`}},
+		{name: "out of order", readme: "<!-- example: pkg ExampleUpper -->\n```go\nfmt.Println(s)\ns := str.ToUpper(\"a\")\n```\n[x_test.go](pkg/x_test.go)\n",
 			want: []string{`README.md:4: "s := str.ToUpper(\"a\")" is in the body of ExampleUpper in pkg (x_test.go), but not after the block's previous line: out of order`}},
 		{name: "no marker", readme: "text\n```go\nfmt.Println(s)\n```\n",
 			want: []string{"README.md:2: the ```go block has no marker"}},
@@ -58,10 +58,12 @@ func TestCheck(t *testing.T) {
 			want: []string{"README.md:1: marker names ExampleLower in pkg: no function ExampleLower"}},
 		{name: "no such dir", readme: "<!-- example: nope ExampleUpper -->\n```go\nfmt.Println(s)\n```\n",
 			want: []string{"README.md:1: marker names ExampleUpper in nope: no _test.go file"}},
-		{name: "no output", readme: "<!-- example: pkg ExampleNoOutput -->\n```go\nfmt.Println(\"never run\")\n```\n",
+		{name: "no output", readme: "<!-- example: pkg ExampleNoOutput -->\n```go\nfmt.Println(\"never run\")\n```\n[x_test.go](pkg/x_test.go)\n",
 			want: []string{"README.md:1: ExampleNoOutput in pkg (x_test.go) has no output comment"}},
-		{name: "imports", readme: "<!-- example: pkg ExampleUpper -->\n```go\nimport (\n\t\"os\"\n\tstrs \"strings\"\n)\nfmt.Println(s)\n```\n",
+		{name: "imports", readme: "<!-- example: pkg ExampleUpper -->\n```go\nimport (\n\t\"os\"\n\tstrs \"strings\"\n)\nfmt.Println(s)\n```\n[x_test.go](pkg/x_test.go)\n",
 			want: []string{`README.md:4: import "os" is not imported by x_test.go`, `README.md:5: import "strings" is named strs in the README and "str" in x_test.go`}},
+		{name: "no link to the example's file", readme: "<!-- example: pkg ExampleUpper -->\n```go\nfmt.Println(s)\n```\n\nSee [it](pkg/other_test.go).\n",
+			want: []string{"README.md:4: the line after the block does not link the file of ExampleUpper, where the names the block uses are declared: [x_test.go](pkg/x_test.go)"}},
 		{name: "stray marker", readme: "<!-- example: pkg ExampleUpper -->\n\n```go\nfmt.Println(s)\n```\n",
 			want: []string{"README.md:1: marker", "README.md:3: the ```go block has no marker"}},
 	} {

@@ -8,6 +8,7 @@ import (
 	"go/scanner"
 	"go/token"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -50,15 +51,27 @@ type goBlock struct {
 	marker  string // the line before it
 	imports []readmeLine
 	lines   []readmeLine // the code after any import list
+	closing int          // the line of the closing ```
+	after   readmeLine   // the first non-blank line after it
 }
 
-// check checks readme's Go blocks against the Examples under root; it
+// check checks README.md's Go blocks against the Examples under root; it
 // returns how many blocks it found and what is wrong, each error naming a
 // README line.
 func check(root string, readme []byte) (int, []string) {
-	blocks, errs := parseBlocks(string(readme))
+	return checkDoc(root, "README.md", readme)
+}
+
+// checkDoc is check for the Markdown file name (a slash-separated path
+// relative to root) with the content doc: its links to the Examples' files
+// are relative to its own directory.
+func checkDoc(root, name string, doc []byte) (int, []string) {
+	blocks, errs := parseBlocks(string(doc))
 	for _, b := range blocks {
-		errs = append(errs, checkBlock(root, b)...)
+		errs = append(errs, checkBlock(root, path.Dir(name), b)...)
+	}
+	for i, e := range errs {
+		errs[i] = name + strings.TrimPrefix(e, "README.md")
 	}
 	return len(blocks), errs
 }
@@ -100,12 +113,21 @@ func parseBlocks(readme string) ([]goBlock, []string) {
 		if i == len(lines) {
 			errs = append(errs, fmt.Sprintf("README.md:%d: the ```go block is never closed", b.fence))
 		}
+		b.closing = i + 1
+		for j := i + 1; j < len(lines); j++ {
+			if strings.TrimSpace(lines[j]) != "" {
+				b.after = readmeLine{j + 1, lines[j]}
+				break
+			}
+		}
 		blocks = append(blocks, b)
 	}
 	return blocks, errs
 }
 
-func checkBlock(root string, b goBlock) []string {
+// checkBlock checks b against its Example; docDir is the directory of
+// the Markdown file, relative to root (slash-separated).
+func checkBlock(root, docDir string, b goBlock) []string {
 	m := markerRE.FindStringSubmatch(b.marker)
 	if m == nil {
 		return []string{fmt.Sprintf("README.md:%d: the ```go block has no marker on the line before it (<!-- example: DIR ExampleName -->, naming the Example that holds its code); found %q", b.fence, b.marker)}
@@ -153,6 +175,16 @@ func checkBlock(root string, b goBlock) []string {
 			errs = append(errs, fmt.Sprintf("README.md:%d: %q is in the body of %s (%s), but not after the block's previous line: out of order", l.n, want, where, ex.file))
 		} else {
 			errs = append(errs, fmt.Sprintf("README.md:%d: %q is missing from the body of %s (%s)", l.n, want, where, ex.file))
+		}
+	}
+	// The marker is an HTML comment, invisible once rendered: a reader
+	// finds the declarations of the names a block uses through a link to
+	// the Example's file, right after the block.
+	target, err := filepath.Rel(filepath.FromSlash(docDir), filepath.Join(filepath.FromSlash(dir), ex.file))
+	if err == nil {
+		link := "](" + filepath.ToSlash(target) + ")"
+		if !strings.Contains(b.after.text, link) {
+			errs = append(errs, fmt.Sprintf("README.md:%d: the line after the block does not link the file of %s, where the names the block uses are declared: [%s](%s)", b.closing, name, ex.file, filepath.ToSlash(target)))
 		}
 	}
 	return errs

@@ -13,6 +13,11 @@
 // (controlplane.StartHA): -apiservers kube-apiservers (default 3) on an
 // etcd cluster of -etcd-members members (default 3), behind HAProxy; the
 // kubeconfig points at HAProxy.
+//
+// The kubeconfig sets no client rate: a client-go program gets client-go's
+// default of 5 requests per second (bursts of 10), which throttles a
+// controller that writes on every event ("client-side throttling" in its
+// log). Raise the rest.Config's QPS and Burst, as the examples do.
 package main
 
 import (

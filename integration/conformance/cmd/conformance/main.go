@@ -20,6 +20,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -141,33 +143,51 @@ func setup() error {
 	return os.MkdirAll(workDir, 0o755)
 }
 
-// moduleDir returns the module cache directory and version of mod at the
-// version the integration module requires.
+// moduleDir returns the directory of mod's source, at the version the
+// integration module requires, and that version. It asks `go mod download
+// -json` for it rather than `go list -m`: a module whose zip is in the
+// download cache but was never extracted (only its go.mod was needed so far)
+// has no directory yet, and go mod download extracts it.
 func moduleDir(mod string) (string, string, error) {
-	list := func() (string, string, error) {
-		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}\t{{.Version}}", mod)
-		cmd.Dir = moduleRoot
-		out, err := cmd.Output()
-		if err != nil {
-			return "", "", fmt.Errorf("go list -m %s: %w", mod, err)
-		}
-		dir, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\t")
-		return dir, version, nil
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", mod)
+	cmd.Dir = moduleRoot
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("go list -m %s: %w%s", mod, err, stderrOf(err))
 	}
-	dir, version, err := list()
-	if err == nil && dir == "" {
-		cmd := exec.Command("go", "mod", "download", mod)
-		cmd.Dir = moduleRoot
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("go mod download %s: %w", mod, err)
-		}
-		dir, version, err = list()
+	version := strings.TrimSpace(string(out))
+	if version == "" {
+		return "", "", fmt.Errorf("go list -m %s: no version (is it replaced by a directory?)", mod)
 	}
-	if err == nil && dir == "" {
-		err = fmt.Errorf("module %s is not in the module cache", mod)
+	cmd = exec.Command("go", "mod", "download", "-json", mod+"@"+version)
+	cmd.Dir = moduleRoot
+	out, err = cmd.Output()
+	var dl struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &dl); jerr != nil && err == nil {
+		err = jerr
 	}
-	return dir, version, err
+	if dl.Error != "" {
+		return "", "", fmt.Errorf("go mod download %s@%s: %s", mod, version, dl.Error)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("go mod download %s@%s: %w%s", mod, version, err, stderrOf(err))
+	}
+	if dl.Dir == "" {
+		return "", "", fmt.Errorf("go mod download %s@%s: no directory", mod, version)
+	}
+	if fi, err := os.Stat(dl.Dir); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("go mod download %s@%s: directory %s: %v", mod, version, dl.Dir, err)
+	}
+	return dl.Dir, version, nil
+}
+
+// stderrOf is ": " and the standard error of a failed command, if any.
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return ": " + strings.TrimSpace(string(ee.Stderr))
+	}
+	return ""
 }
 
 func countTests(ds []dropped) int {

@@ -96,6 +96,9 @@ func port(s suite, modDir, version, workDir string, buildFlags []string) (*porte
 	if err != nil {
 		return nil, err
 	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no %s in upstream's %s (%s)", pattern, s.Pkg, upDir)
+	}
 	p := &ported{Suite: s, Version: version, Dir: out, internalImports: map[string]string{}}
 	upName := path.Base(s.Pkg)
 	for _, name := range names {
