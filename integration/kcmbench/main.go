@@ -65,6 +65,7 @@ type config struct {
 	burst              int
 	maxWait            time.Duration
 	convergeTimeout    time.Duration
+	probeDelay         time.Duration
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	qps := flag.Float64("qps", 500, "controller client QPS (kube-controller-manager's default: 20)")
 	flag.IntVar(&c.burst, "burst", 1000, "controller client burst (kube-controller-manager's default: 30)")
 	flag.DurationVar(&c.maxWait, "max-wait", consistency.DefaultMaxWait, "F: consistency.WithMaxWait")
+	flag.DurationVar(&c.probeDelay, "f-probe-delay", 0, "F: cache.WithQuietProbeDelay for the controller's informers (0: the library's default; negative: off)")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 60*time.Second, "bound on one step's convergence")
 	flag.Parse()
 	c.qps = float32(*qps)
@@ -90,7 +92,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("kcmbench: %d ReplicaSets x %d steps, %d workers, QPS %.0f burst %d, F max wait %v\n\n", c.rs, c.steps, c.workers, c.qps, c.burst, c.maxWait)
+	fmt.Printf("kcmbench: %d ReplicaSets x %d steps, %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n", c.rs, c.steps, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
 	failed := false
 	for _, l := range strings.Split(*lags, ",") {
 		lag, err := time.ParseDuration(strings.TrimSpace(l))
@@ -199,7 +201,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	queueName := "replicaset_" + strings.ReplaceAll(tag, "-", "_")
 	reg := prometheus.NewRegistry()
 
-	infs := newInformers(name, client, ns)
+	infs := newInformers(name, client, ns, c.probeDelay)
 	rsInf, podInf := infs.rs.Informer(), infs.pods.Informer()
 	switch name {
 	case "P":
@@ -251,6 +253,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	dfac := informers.NewSharedInformerFactoryWithOptions(driver, 0, informers.WithNamespace(ns))
 	drs := dfac.Apps().V1().ReplicaSets()
 	dpods := dfac.Core().V1().Pods()
+	dpods.Informer() // registered before Start
 	w := newWatcher()
 	_, _ = drs.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { w.rsChanged(obj.(*appsv1.ReplicaSet)) },

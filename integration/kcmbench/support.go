@@ -30,9 +30,13 @@ type informerSet struct {
 	start  func(ctx context.Context)
 }
 
-func newInformers(name string, client kubernetes.Interface, ns string) informerSet {
+func newInformers(name string, client kubernetes.Interface, ns string, probeDelay time.Duration) informerSet {
 	if name == "F" {
-		f := cache.NewSharedInformerFactoryWithOptions(client, 0, cache.WithNamespace(ns))
+		opts := []cache.FactoryOption{cache.WithNamespace(ns)}
+		if probeDelay != 0 {
+			opts = append(opts, cache.WithInformerOptions(cache.WithQuietProbeDelay(probeDelay)))
+		}
+		f := cache.NewSharedInformerFactoryWithOptions(client, 0, opts...)
 		return informerSet{rs: f.Apps().V1().ReplicaSets(), pods: f.Core().V1().Pods(), source: f,
 			start: func(ctx context.Context) { f.Start(ctx.Done()); f.WaitForCacheSync(ctx.Done()) }}
 	}
