@@ -30,14 +30,17 @@
 //     function the moment they hold the writes, for a controller that can
 //     re-add the key to its queue then;
 //   - never keeps an owner blocked by a write that an etcd restore made
-//     unreachable: the callback keeps the informer's quiet-resource probe
-//     asking the server, and once a consistent read shows the server below
-//     the write (freshness.ErrTooLargeResourceVersion: the write was lost),
-//     the owner's records are dropped, logged at error level and counted
-//     (OutcomeLost), and its next sync reads the caches as the informer
-//     holds them after the restore it declared. Upstream's store keeps
-//     such an owner skipped until the caches happen to pass the lost
-//     resource version, or the process restarts;
+//     unreachable: once an owner has been skipped for WithLostWriteCheck
+//     (DefaultLostWriteCheck), one consistent read through the lagging
+//     informer (shared by the owners skipped on it, and sent after their
+//     writes) tells whether the server has reached the write; a server
+//     below it lost it (freshness.ErrTooLargeResourceVersion), and the
+//     owner's records are dropped, logged at error level and counted
+//     (OutcomeLost): its sync proceeds on the caches as the informer holds
+//     them after the restore it declared. A wait the informer's own probes
+//     fail the same way does the same. Upstream's store keeps such an
+//     owner skipped until the caches happen to pass the lost resource
+//     version (new writes), or the process restarts;
 //   - says which informer is behind: *ConsistencyError carries upstream's
 //     fields (ReadRV, WroteRV, GroupResource) and the informer's scope and
 //     name, and matches upstream's own *ConsistencyError type with
