@@ -124,15 +124,21 @@ func TestEnsureReadyWaitsForACacheShortlyBehind(t *testing.T) {
 	e := newEnv(t)
 	m := newRecorder()
 	s := consistency.NewStore(e.f, consistency.WithMetrics(m), consistency.WithMaxWait(5*time.Second))
-	e.lag.HoldFor(30 * time.Millisecond)
+	e.lag.Hold()
 	rv := e.createPod(t, "p1")
 	s.WroteAt(owner, "uid1", podsGR, rv)
+	go func() { // release the event once EnsureReady waits for it
+		for i := 0; e.pods.Stats().PendingWaiters == 0 && i < 10000; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		e.lag.Release()
+	}()
 	start := time.Now()
 	if err := s.EnsureReady(owner); err != nil {
 		t.Fatalf("EnsureReady = %v, want nil once the cache holds the write", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("EnsureReady took %v for a cache 30 ms behind", d)
+		t.Errorf("EnsureReady took %v for a cache released as soon as it waited", d)
 	}
 	if _, ok, _ := e.pods.GetIndexer().GetByKey("ns/p1"); !ok {
 		t.Error("EnsureReady returned nil before the cache held the written pod")
