@@ -120,6 +120,13 @@ integration: bins haproxy ## Integration tests (-race) against a real etcd + kub
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets FRESHINFORMER_REQUIRE_HAPROXY=1 ./hack/with-reaper.sh \
 	  $(GO) test -race -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory kcm-compat
+
+# integration/kcmbench is a module of its own (it requires k8s.io/kubernetes,
+# which no other module may): its test checks that consistency.Store is
+# kube-controller-manager's ConsistencyStore, and vet builds the benchmark.
+kcm-compat:
+	cd integration/kcmbench && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race -count=1 ./...
 
 # The highly available topology (docs/ha.md): 3 kube-apiservers on a
 # 3-member etcd cluster behind HAProxy. make integration runs the scenarios'
@@ -190,7 +197,8 @@ SCALE_ARGS ?=
 QUIETBENCH_ARGS ?=
 RESTARTCOST_ARGS ?=
 
-.PHONY: soak-cluster scale quiet-bench restart-cost
+.PHONY: soak-cluster scale quiet-bench restart-cost kcm-bench kcm-compat
+KCMBENCH_ARGS ?=
 
 soak-cluster: bins ## Randomized faults on a real control plane (kill -9, restarts, compaction, etcd restores) for SOAK_DURATION (default 5m); SOAK_SEED replays one.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
@@ -211,6 +219,12 @@ restart-cost: control-plane-bins ## What a kube-apiserver restart costs 100 info
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  $(GO) build -o bin/restartcost ./cmd/restartcost && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/restartcost $(RESTARTCOST_ARGS)
+
+kcm-bench: control-plane-bins ## kube-controller-manager v1.37.2's own ReplicaSet controller in-process on a real apiserver: client-go's factory with upstream's Noop (P) and Real (K) ConsistencyStore, and our factory and consistency.Store (F), idle and under watch lag; prints Markdown tables (docs/benchmarks.md); KCMBENCH_ARGS adds flags (-help lists them).
+	@assets=$$(GO=$(GO) $(BINS) --dir) && \
+	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster) && \
+	  (cd integration/kcmbench && GOWORK=off $(GO) build -o ../bin/kcmbench .) && \
+	  KUBEBUILDER_ASSETS=$$assets integration/hack/with-reaper.sh integration/bin/withcluster -- integration/bin/kcmbench $(KCMBENCH_ARGS)
 
 # --- heap soak (integration/cmd/heapsoak, docs/heap-soak.md) ----------------
 HEAPSOAK_ARGS ?=

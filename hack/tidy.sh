@@ -14,7 +14,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-for dir in . hack examples/crcounter integration; do
+for dir in . hack examples/crcounter integration integration/kcmbench; do
 	log "go mod tidy in $dir"
 	(cd "$REPO/$dir" && $GO mod tidy)
 done

@@ -1,0 +1,60 @@
+// Package consistency is kube-controller-manager's consistency store
+// (KEP-5647, k8s.io/kubernetes/pkg/controller/util/consistency) on
+// freshinformer's informers, with the same method set, so that a controller
+// written for upstream's ConsistencyStore (the ReplicaSet, Job, DaemonSet
+// and StatefulSet controllers, or a copy of them) takes a *Store unchanged:
+//
+//	store := consistency.NewStore(factory) // was: consistency.NewConsistencyStore(map[...]LastSyncRVGetter{...})
+//
+// It is named and shaped after upstream's package so that a
+// kube-controller-manager maintainer finds it where they would look, and it
+// does not import k8s.io/kubernetes: projects outside k/k can use it
+// without copying upstream's store or requiring the kubernetes module.
+//
+// # What it does better
+//
+// Upstream's EnsureReady compares each informer's
+// LastStoreSyncResourceVersion with the owner's writes and, when a cache
+// is behind, returns a *ConsistencyError; the controller hands it to its
+// rate-limited workqueue, which retries the key after a backoff that grows
+// with every failure (5 ms, 10 ms, 20 ms, ...), whether or not the cache
+// has caught up meanwhile. A *Store instead:
+//
+//   - waits, for at most WithMaxWait (DefaultMaxWait), for the caches to
+//     hold the owner's writes before it answers: the wait returns the
+//     moment the informer applies the event or bookmark that makes it
+//     fresh (WaitForFreshness; nothing polls), so the usual case, a cache
+//     a few milliseconds behind, costs no skipped sync and no requeue;
+//   - when it still skips, it keeps a callback on the lagging informers
+//     (readyourwrites.ReadYourWrites.WhenFresh) and calls WithOnFresh's
+//     function the moment they hold the writes, for a controller that can
+//     re-add the key to its queue then;
+//   - never keeps an owner blocked by a write that an etcd restore made
+//     unreachable: once an owner has been skipped for WithLostWriteCheck
+//     (DefaultLostWriteCheck), one consistent read through the lagging
+//     informer (shared by the owners skipped on it, and sent after their
+//     writes) tells whether the server has reached the write; a server
+//     below it lost it (freshness.ErrTooLargeResourceVersion), and the
+//     owner's records are dropped, logged at error level and counted
+//     (OutcomeLost): its sync proceeds on the caches as the informer holds
+//     them after the restore it declared. A wait the informer's own probes
+//     fail the same way does the same. Upstream's store keeps such an
+//     owner skipped until the caches happen to pass the lost resource
+//     version (new writes), or the process restarts;
+//   - says which informer is behind: *ConsistencyError carries upstream's
+//     fields (ReadRV, WroteRV, GroupResource) and the informer's scope and
+//     name, and matches upstream's own *ConsistencyError type with
+//     errors.As, so that the controllers' stale_sync_skips_total still
+//     counts its skips;
+//   - reports what it does through Metrics (package metrics implements it
+//     for Prometheus).
+//
+// Writes are routed as package readyourwrites routes them: to every
+// informer of the written resource that can hold objects of the owner's
+// namespace, and reported to them (write-to-visible and lag metrics, the
+// restore check of a write the stream never delivers).
+//
+// Like upstream's store, it fails open where freshness cannot be decided: a
+// resource no informer of the source caches, a malformed resource version,
+// an informer whose resource versions cannot be ordered (OutcomeIncomparable).
+package consistency

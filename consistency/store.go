@@ -1,0 +1,519 @@
+package consistency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/readyourwrites"
+)
+
+// DefaultMaxWait is how long EnsureReady waits for the caches before it
+// skips the sync, when no WithMaxWait option is given: longer than a
+// healthy informer's write-to-visible latency (a few milliseconds), short
+// enough that a worker is not held for long by a lagging one.
+const DefaultMaxWait = 100 * time.Millisecond
+
+// DefaultLostWriteCheck is how long an owner stays skipped before the
+// Store asks the server whether the write it waits for still exists, when
+// no WithLostWriteCheck option is given.
+const DefaultLostWriteCheck = time.Second
+
+// lostCheckTimeout bounds the consistent read of a lost-write check.
+const lostCheckTimeout = 2 * time.Second
+
+// Outcome says how an EnsureReady call ended, for metrics.
+type Outcome string
+
+// The outcomes of EnsureReady.
+const (
+	// OutcomeReady: the caches already held the owner's writes (or
+	// nothing was recorded for it).
+	OutcomeReady Outcome = "ready"
+	// OutcomeWaited: the caches caught up within the bounded wait.
+	OutcomeWaited Outcome = "waited"
+	// OutcomeSkipped: a cache was still behind after the wait; EnsureReady
+	// returned a *ConsistencyError.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeLost: a consistent read showed the server below a write
+	// recorded for the owner (an etcd restore lost it); its records were
+	// dropped and the sync proceeded.
+	OutcomeLost Outcome = "lost"
+	// OutcomeIncomparable: an informer's resource versions cannot be
+	// ordered; the records were dropped and the sync proceeded (fail open,
+	// as upstream's store does).
+	OutcomeIncomparable Outcome = "incomparable"
+)
+
+// Outcomes lists every Outcome, for metrics that export them all.
+var Outcomes = []Outcome{OutcomeReady, OutcomeWaited, OutcomeSkipped, OutcomeLost, OutcomeIncomparable}
+
+// Metrics receives a Store's measurements. Package metrics implements it
+// for Prometheus (metrics.NewConsistencyMetrics). Calls are made with no
+// lock of the Store held, from the controller's workers and from informer
+// callbacks: they must be quick and safe for concurrent use.
+type Metrics interface {
+	// ObserveEnsureReady records how an EnsureReady call ended and how
+	// long it waited for the caches (0 when it did not wait).
+	ObserveEnsureReady(outcome Outcome, waited time.Duration)
+	// ObserveSkip records a skipped sync and the resource whose cache was
+	// behind.
+	ObserveSkip(gr schema.GroupResource)
+	// ObserveFreshAfterSkip records how long after a skip the caches
+	// held the skipped owner's writes.
+	ObserveFreshAfterSkip(d time.Duration)
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	maxWait   time.Duration
+	lostCheck time.Duration
+	onFresh   func(types.NamespacedName)
+	metrics   Metrics
+	ownerKind schema.GroupKind
+	ryw       readyourwrites.Options
+	logger    *klog.Logger
+	clock     clock.PassiveClock
+}
+
+// WithMaxWait bounds how long EnsureReady waits for the caches before it
+// skips the sync (default DefaultMaxWait). Zero or negative: it never
+// waits, and checks as upstream's store does.
+func WithMaxWait(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			d = 0
+		}
+		o.maxWait = d
+	}
+}
+
+// WithLostWriteCheck sets how long an owner stays skipped before
+// EnsureReady asks the server, with one consistent read through the
+// lagging informer (shared by every owner skipped on it and sent after
+// their writes), whether the server has reached the write it waits for
+// (default DefaultLostWriteCheck). A server below it was restored from an
+// older etcd and lost the write: the owner's records are dropped
+// (OutcomeLost). Zero or negative turns the check off (the informer's own
+// probes still find such writes when they take the route that can).
+func WithLostWriteCheck(d time.Duration) Option {
+	return func(o *options) { o.lostCheck = d }
+}
+
+// WithOnFresh calls f with an owner whose sync EnsureReady skipped, the
+// moment every cache holds what was recorded for it (or a write of it is
+// found lost): for a controller that can re-add the key to its workqueue
+// then (queue.Add), instead of waiting out its rate limiter's backoff. f
+// runs on the informer's goroutine that made the cache fresh, with no lock
+// held; it must be quick and must not block.
+func WithOnFresh(f func(owner types.NamespacedName)) Option {
+	return func(o *options) { o.onFresh = f }
+}
+
+// WithMetrics reports the Store's measurements to m.
+func WithMetrics(m Metrics) Option {
+	return func(o *options) { o.metrics = m }
+}
+
+// WithOwnerKind sets the kind of the owners (ReplicaSet.apps, say) under
+// which writes are recorded in the ReadYourWrites: it names them in errors
+// and logs. Each Store keeps its own records, so it is not needed to tell
+// owners of different controllers apart.
+func WithOwnerKind(gk schema.GroupKind) Option {
+	return func(o *options) { o.ownerKind = gk }
+}
+
+// WithReadYourWritesOptions sets the bounds of the records kept
+// (readyourwrites.Options: MaxOwners, OwnerIdleTimeout, Clock).
+func WithReadYourWritesOptions(opts readyourwrites.Options) Option {
+	return func(o *options) { o.ryw = opts }
+}
+
+// WithLogger logs through logger (default: klog.Background()).
+func WithLogger(logger klog.Logger) Option {
+	return func(o *options) { o.logger = &logger }
+}
+
+// WithClock measures waits and skips with c (default: the real clock).
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// Store is kube-controller-manager's ConsistencyStore on freshinformer's
+// informers (see the package documentation). It is safe for concurrent
+// use; as upstream's, EnsureReady must not run concurrently with WroteAt
+// for the same owner (a workqueue never syncs one key on two workers).
+type Store struct {
+	ryw       *readyourwrites.ReadYourWrites
+	maxWait   time.Duration
+	lostCheck time.Duration
+	onFresh   func(types.NamespacedName)
+	metrics   Metrics
+	kind      schema.GroupKind
+	log       klog.Logger
+	clock     clock.PassiveClock
+
+	mu     sync.Mutex // guards owners, each ownerState's fields, and servers
+	owners map[types.NamespacedName]*ownerState
+	// servers holds, per informer, the last consistent read of a
+	// lost-write check.
+	servers map[*cache.FreshInformer]serverRead
+}
+
+// serverRead is a consistent read's answer and when it was sent.
+type serverRead struct {
+	rv   freshness.RV
+	sent time.Time
+}
+
+// ownerState is what the Store knows of an owner with writes recorded.
+type ownerState struct {
+	uid types.UID
+	// wrote is when the last write was recorded: a consistent read sent
+	// before it cannot show the write lost.
+	wrote time.Time
+	// firstSkip is when the owner was first skipped since it was last
+	// ready.
+	firstSkip time.Time
+	// watch calls off the callback kept on the caches after a skip; nil
+	// when none is kept.
+	watch     func() bool
+	skippedAt time.Time
+	// lost is the error of a write of the owner that a restore made
+	// unreachable, found by the callback; the next EnsureReady drops the
+	// owner's records and proceeds.
+	lost error
+}
+
+// NewStore returns a Store over the informers of source (a factory of
+// package cache, an InformerList, ...).
+func NewStore(source cache.InformerSource, opts ...Option) *Store {
+	o := options{maxWait: DefaultMaxWait, lostCheck: DefaultLostWriteCheck}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	log := klog.Background()
+	if o.logger != nil {
+		log = *o.logger
+	}
+	if o.ryw.Timeout <= 0 {
+		o.ryw.Timeout = max(o.maxWait, time.Millisecond)
+	}
+	return &Store{
+		ryw:       readyourwrites.NewWithOptions(source, o.ryw),
+		maxWait:   o.maxWait,
+		lostCheck: o.lostCheck,
+		onFresh:   o.onFresh,
+		metrics:   o.metrics,
+		kind:      o.ownerKind,
+		log:       log.WithName("consistency"),
+		clock:     o.clock,
+		owners:    map[types.NamespacedName]*ownerState{},
+		servers:   map[*cache.FreshInformer]serverRead{},
+	}
+}
+
+func (s *Store) owner(nn types.NamespacedName, uid types.UID) readyourwrites.Owner {
+	return readyourwrites.Owner{GroupKind: s.kind, NamespacedName: nn, UID: uid}
+}
+
+// WroteAt records that a write of resource gr, on behalf of owner (whose
+// UID is ownerUID), returned resource version rv: the owner's next
+// EnsureReady waits for every informer of gr that can hold objects of the
+// owner's namespace to hold rv. A write for a new UID replaces what was
+// recorded for the owner's predecessor. A resource no informer caches and
+// a malformed rv are not recorded (upstream's store fails open on both).
+func (s *Store) WroteAt(owner types.NamespacedName, ownerUID types.UID, gr schema.GroupResource, rv string) {
+	s.mu.Lock()
+	st := s.owners[owner]
+	if st == nil || st.uid != ownerUID {
+		if st != nil && st.watch != nil {
+			defer st.watch()
+		}
+		st = &ownerState{uid: ownerUID}
+		s.owners[owner] = st
+	}
+	st.wrote = s.clock.Now()
+	s.mu.Unlock()
+	if err := s.ryw.RecordResourceVersion([]readyourwrites.Owner{s.owner(owner, ownerUID)}, gr, owner.Namespace, rv); err != nil {
+		s.log.V(4).Info("Write not recorded: its freshness cannot be checked", "owner", owner, "resource", gr, "resourceVersion", rv, "err", err)
+	}
+}
+
+// Clear drops what was recorded for owner if its UID is ownerUID, or
+// whatever its UID when ownerUID is empty (upstream's semantics).
+func (s *Store) Clear(owner types.NamespacedName, ownerUID types.UID) {
+	s.mu.Lock()
+	st := s.owners[owner]
+	if st == nil || (ownerUID != "" && st.uid != ownerUID) {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.owners, owner)
+	s.mu.Unlock()
+	if st.watch != nil {
+		st.watch()
+	}
+	s.ryw.Forget(s.owner(owner, st.uid))
+}
+
+// EnsureReady returns nil once every cache holds what was recorded for
+// owner, waiting for at most the Store's bound (WithMaxWait); otherwise a
+// *ConsistencyError naming the informer behind. See the package
+// documentation for how a skipped owner is synced again and what a
+// restore does.
+func (s *Store) EnsureReady(owner types.NamespacedName) error {
+	return s.EnsureReadyContext(context.Background(), owner)
+}
+
+// EnsureReadyContext is EnsureReady with a context that can cut its wait
+// short (the controller's, so that shutting down does not wait).
+func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedName) error {
+	s.mu.Lock()
+	st := s.owners[owner]
+	var lost error
+	if st != nil {
+		lost = st.lost
+	}
+	s.mu.Unlock()
+	if st == nil {
+		s.observe(OutcomeReady, 0)
+		return nil
+	}
+	o := s.owner(owner, st.uid)
+	if lost != nil {
+		s.log.Error(lost, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
+		s.drop(owner, st)
+		s.observe(OutcomeLost, 0)
+		return nil
+	}
+	err := s.ryw.CheckFresh(o)
+	if err == nil {
+		s.done(owner, st)
+		s.observe(OutcomeReady, 0)
+		return nil
+	}
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) {
+		return s.failOpen(owner, st, err)
+	}
+	if incomparable(nf) {
+		return s.failOpen(owner, st, err)
+	}
+	var waited time.Duration
+	if s.maxWait > 0 {
+		start := s.clock.Now()
+		wctx, cancel := context.WithTimeout(ctx, s.maxWait)
+		werr := s.ryw.EnsureFresh(wctx, o)
+		cancel()
+		waited = s.clock.Since(start)
+		switch {
+		case werr == nil:
+			s.done(owner, st)
+			s.observe(OutcomeWaited, waited)
+			return nil
+		case errors.Is(werr, freshness.ErrTooLargeResourceVersion):
+			s.log.Error(werr, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
+			s.drop(owner, st)
+			s.observe(OutcomeLost, waited)
+			return nil
+		}
+		// Look again: the caches may have caught up as the wait ended, and
+		// the error must say where they are now.
+		if err = s.ryw.CheckFresh(o); err == nil {
+			s.done(owner, st)
+			s.observe(OutcomeWaited, waited)
+			return nil
+		}
+		if !errors.As(err, &nf) || incomparable(nf) {
+			return s.failOpen(owner, st, err)
+		}
+	}
+	if lost := s.checkLost(ctx, st, nf); lost != nil {
+		s.log.Error(lost, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
+		s.drop(owner, st)
+		s.observe(OutcomeLost, waited)
+		return nil
+	}
+	s.skipped(owner, st, o)
+	s.observe(OutcomeSkipped, waited)
+	if s.metrics != nil {
+		s.metrics.ObserveSkip(nf.Resource)
+	}
+	return &ConsistencyError{
+		ReadRV: nf.Observed, WroteRV: nf.Written, GroupResource: nf.Resource,
+		Owner: owner, Scope: nf.Scope, InformerName: nf.Name, Waited: waited,
+	}
+}
+
+// checkLost returns an error matching freshness.ErrTooLargeResourceVersion
+// when the owner has been skipped for the lost-write check's delay and a
+// consistent read through the lagging informer, sent after the owner's
+// last write, answers below the write it waits for: only a server restored
+// from an older etcd does that. One read per informer and delay serves
+// every owner skipped on it.
+func (s *Store) checkLost(ctx context.Context, st *ownerState, nf *readyourwrites.NotFreshError) error {
+	if s.lostCheck <= 0 || nf.Informer == nil {
+		return nil
+	}
+	written, err := freshness.ParseRV(nf.Written)
+	if err != nil {
+		return nil
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if st.firstSkip.IsZero() {
+		st.firstSkip = now
+	}
+	due := now.Sub(st.firstSkip) >= s.lostCheck
+	wrote := st.wrote
+	read, ok := s.servers[nf.Informer]
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if !ok || !read.sent.After(wrote) || now.Sub(read.sent) >= s.lostCheck {
+		sent := s.clock.Now()
+		rctx, cancel := context.WithTimeout(ctx, lostCheckTimeout)
+		rv, err := nf.Informer.ServerResourceVersion(rctx)
+		cancel()
+		if err != nil {
+			s.log.V(4).Info("Lost-write check: consistent read failed", "resource", nf.Resource, "err", err)
+			return nil
+		}
+		parsed, err := freshness.ParseRV(rv)
+		if err != nil {
+			return nil
+		}
+		read = serverRead{rv: parsed, sent: sent}
+		s.mu.Lock()
+		if cur, ok := s.servers[nf.Informer]; !ok || cur.sent.Before(sent) {
+			s.servers[nf.Informer] = read
+		}
+		s.mu.Unlock()
+	}
+	if !read.sent.After(wrote) || read.rv.Compare(written) >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s cache waits for %s: %w", nf.Resource, nf.Written,
+		&freshness.TooLargeResourceVersionError{ResourceVersion: nf.Written, ServerResourceVersion: read.rv.String()})
+}
+
+// incomparable reports whether the informer behind cannot order resource
+// versions (its server's are not KEP-5504 integers): waiting cannot help.
+func incomparable(nf *readyourwrites.NotFreshError) bool {
+	return nf.Informer != nil && errors.Is(nf.Informer.CheckFreshness(nf.Written), freshness.ErrIncomparable)
+}
+
+// failOpen drops the owner's records and lets the sync proceed, as
+// upstream's store does when it cannot compare.
+func (s *Store) failOpen(owner types.NamespacedName, st *ownerState, err error) error {
+	if errors.Is(err, freshness.ErrStopped) {
+		return err // the controller is shutting down: no sync should proceed
+	}
+	s.log.V(2).Info("Freshness cannot be decided; the sync proceeds", "owner", owner, "err", err)
+	s.drop(owner, st)
+	s.observe(OutcomeIncomparable, 0)
+	return nil
+}
+
+// done forgets the owner once its caches held its writes, unless it was
+// written again or recreated meanwhile.
+func (s *Store) done(owner types.NamespacedName, st *ownerState) {
+	s.mu.Lock()
+	w := st.watch
+	st.watch = nil
+	if s.owners[owner] == st { // no WroteAt runs concurrently for the owner
+		delete(s.owners, owner)
+	}
+	s.mu.Unlock()
+	if w != nil {
+		w()
+	}
+}
+
+// drop forgets everything recorded for the owner.
+func (s *Store) drop(owner types.NamespacedName, st *ownerState) {
+	s.mu.Lock()
+	if s.owners[owner] == st {
+		delete(s.owners, owner)
+	}
+	w := st.watch
+	st.watch = nil
+	s.mu.Unlock()
+	if w != nil {
+		w()
+	}
+	s.ryw.Forget(s.owner(owner, st.uid))
+}
+
+// skipped keeps a callback on the caches behind, once per owner, until they
+// hold its writes or cannot: it calls WithOnFresh's function, and notes a
+// write found lost for the next EnsureReady.
+func (s *Store) skipped(owner types.NamespacedName, st *ownerState, o readyourwrites.Owner) {
+	s.mu.Lock()
+	if st.watch != nil || s.owners[owner] != st {
+		s.mu.Unlock()
+		return
+	}
+	st.skippedAt = s.clock.Now()
+	st.watch = func() bool { return false } // taken: another skip does not register twice
+	s.mu.Unlock()
+	stop := s.ryw.WhenFresh(o, func(err error) { s.fresh(owner, st, err) })
+	s.mu.Lock()
+	if st.watch != nil && s.owners[owner] == st {
+		st.watch = stop
+		stop = nil
+	}
+	s.mu.Unlock()
+	if stop != nil { // fired at once, or the owner was cleared meanwhile
+		stop()
+	}
+}
+
+// fresh is the callback kept on the caches after a skip.
+func (s *Store) fresh(owner types.NamespacedName, st *ownerState, err error) {
+	s.mu.Lock()
+	current := s.owners[owner] == st
+	st.watch = nil
+	if err != nil && errors.Is(err, freshness.ErrTooLargeResourceVersion) && current {
+		st.lost = err
+	}
+	lost := st.lost != nil
+	since := s.clock.Since(st.skippedAt)
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	if err != nil && !lost {
+		// An informer stopped or cannot order resource versions: the next
+		// EnsureReady says so; nothing to wake.
+		return
+	}
+	if s.metrics != nil {
+		s.metrics.ObserveFreshAfterSkip(since)
+	}
+	if s.onFresh != nil {
+		s.onFresh(owner)
+	}
+}
+
+func (s *Store) observe(o Outcome, waited time.Duration) {
+	if s.metrics != nil {
+		s.metrics.ObserveEnsureReady(o, waited)
+	}
+}
