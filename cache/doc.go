@@ -93,8 +93,13 @@
 // reached its start (see Quiet resources). It never moves back, except to
 // a list's RV under a declared regression, and to none while restoring.
 // In plain, every wait fails with an error matching
-// freshness.ErrIncomparable; after Stop, with freshness.ErrStopped; before
-// Run, freshness.ErrNotStarted. A consistent read sent after a wait began
+// freshness.ErrIncomparable; after Stop, with freshness.ErrStopped. Before
+// Run begins (or a factory's Start is about to run the informer), a wait
+// waits for it for a start grace of about a second (options.go,
+// defaultStartGrace), then fails with freshness.ErrNotStarted, or, when its
+// context ends first, with an error matching both; a check says
+// freshness.ErrNotFresh until that grace has passed since the informer was
+// first waited for or checked. A consistent read sent after a wait began
 // that answers below its target fails it with
 // freshness.ErrTooLargeResourceVersion. LastObservedResourceVersion (and
 // the indexer's LastStoreSyncResourceVersion) reports applied, held or

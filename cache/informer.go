@@ -61,7 +61,6 @@ type FreshInformer struct {
 	cachedKeys       atomic.Int64
 	quiet            quietProbe                  // bounded freshness on quiet resources (quietprobe.go)
 	checks           probe.Runner                // restore checks of suspicious writes (check.go)
-	started          atomic.Bool                 // Run was called, or a factory's Start is about to (starting)
 	logger           atomic.Pointer[klog.Logger] // the run's (log)
 	regressions      atomic.Uint64               // declared (Stats.Regressions)
 	resumeChecks     atomic.Uint64               // restore checks before a resumed watch (Stats.RestoreProbes)
@@ -137,6 +136,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		restoreCheckByRV:     options.internal.restoreCheckByRV,
 		onRegression:         options.OnRegression,
 	}
+	f.trust.StartGrace = options.internal.startGrace
 	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
 	f.initProbes()
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
@@ -179,7 +179,7 @@ func (f *FreshInformer) listIsCompressed(limit int) bool {
 
 // starting tells the informer its factory's Start is about to run it, so
 // that a wait right after Start does not find it never started.
-func (f *FreshInformer) starting() { f.started.Store(true) }
+func (f *FreshInformer) starting() { f.trust.Start() }
 
 // log returns the logger of the informer's run (klog.Background before it).
 func (f *FreshInformer) log() klog.Logger {
@@ -253,7 +253,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		return
 	}
 	f.running = true
-	f.started.Store(true)
+	f.trust.Start()
 	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
 	if f.initialFloorErr != nil {
