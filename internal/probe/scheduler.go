@@ -18,6 +18,13 @@ const (
 	// resource version, so such targets come from a restored etcd or are
 	// made up, and probing for them often would only cost.
 	BehindDelay = 30 * time.Second
+	// StuckAfter is how long a target may go unreached by a stream that
+	// keeps moving before the informer probes anyway: a stream delivers a
+	// write within milliseconds, so a target it has not reached in a
+	// second while busy with others may be beyond the server (another
+	// cluster's resource version, a made-up one), which only a
+	// consistent read can show.
+	StuckAfter = time.Second
 )
 
 // Scheduler decides when an informer probes the server for its pending
@@ -55,6 +62,11 @@ type Scheduler struct {
 	// the least delay until slowUntil (see Recovered).
 	slow      time.Duration
 	slowUntil time.Time
+	// high is the highest target joined since the last probe began;
+	// sentinel is what high was when the stream last reached the
+	// previous sentinel, at sentinelAt (see stuckLocked).
+	high, sentinel freshness.RV
+	sentinelAt     time.Time
 }
 
 // Start lets the Scheduler run probes, with contexts derived from ctx.
@@ -104,6 +116,9 @@ func (s *Scheduler) Join(target freshness.RV) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waiters++
+	if target.Compare(s.high) > 0 {
+		s.high = target
+	}
 	if s.stopped {
 		return
 	}
@@ -128,6 +143,7 @@ func (s *Scheduler) Leave() {
 		return
 	}
 	s.idle = 0
+	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
 	s.disarmLocked()
 	s.runner.Cancel()
 }
@@ -166,7 +182,8 @@ func (s *Scheduler) fire() {
 	if s.stopped || s.waiters == 0 || s.runner.Running() {
 		return
 	}
-	if s.Applied().Compare(s.armedAt) > 0 || s.Busy() {
+	applied := s.Applied()
+	if s.Busy() || (applied.Compare(s.armedAt) > 0 && !s.stuckLocked(applied)) {
 		s.armLocked(s.delayLocked())
 		return
 	}
@@ -175,7 +192,27 @@ func (s *Scheduler) fire() {
 		s.rearmLocked(false)
 		return
 	}
+	// The probe's read covers every target joined so far.
+	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
 	s.probes.Add(1)
+}
+
+// stuckLocked reports whether a target has gone unreached for StuckAfter
+// while the stream moved (it is at applied): the stream must reach the
+// highest target joined when it reached the previous one (the sentinel)
+// within StuckAfter. While it keeps doing so, waits are met by the stream
+// and cost no request; a target beyond the server becomes the sentinel at
+// the latest once the stream reaches the one before it, and fails a
+// StuckAfter later.
+func (s *Scheduler) stuckLocked(applied freshness.RV) bool {
+	if applied.Compare(s.sentinel) < 0 {
+		return time.Since(s.sentinelAt) >= StuckAfter
+	}
+	s.sentinel, s.sentinelAt = freshness.RV{}, time.Time{}
+	if applied.Compare(s.high) < 0 {
+		s.sentinel, s.sentinelAt = s.high, time.Now()
+	}
+	return false
 }
 
 // run is one probe run (the Runner's function).

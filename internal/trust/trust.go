@@ -68,6 +68,16 @@ type Trust struct {
 	plainErr  error // why resource versions cannot be ordered (Plain)
 	stopped   bool
 	advances  uint64 // proofs that moved applied
+	// beyond is a consistent read that showed the server behind some
+	// waits' targets (TooLarge), for the next publish to fail them.
+	beyond *serverRead
+}
+
+// serverRead is a consistent read's resource version, and the waits'
+// joins (rvwait.Set.SeqLocked) when it was sent.
+type serverRead struct {
+	rv  freshness.RV
+	seq uint64
 }
 
 // State is what the informer knows of its position.
@@ -106,10 +116,18 @@ func (t *Trust) publishLocked() rvwait.Due {
 	if t.declaring == 0 || t.applied.Compare(t.shown) > 0 {
 		t.shown = t.applied
 	}
+	beyond := t.beyond
+	t.beyond = nil
 	if t.state == Plain {
 		return t.waits.FailLocked(t.plainErr)
 	}
-	return t.waits.PublishLocked(t.applied, t.openLocked())
+	due := t.waits.PublishLocked(t.applied, t.openLocked())
+	if beyond != nil {
+		due = append(due, t.waits.FailAboveLocked(beyond.rv, beyond.seq, func(target freshness.RV) error {
+			return &freshness.TooLargeResourceVersionError{ResourceVersion: target.String(), ServerResourceVersion: beyond.rv.String()}
+		})...)
+	}
+	return due
 }
 
 // openLocked reports whether waits may be released up to applied.
@@ -329,15 +347,11 @@ func (t *Trust) Answered(st Stamp) rvwait.Due {
 // consistent read's resource version sent then: the server has not
 // reached them.
 func (t *Trust) TooLarge(server freshness.RV, seq uint64) rvwait.Due {
-	var due rvwait.Due
-	t.read(func() {
-		if t.state == Trusted && !t.stopped {
-			due = t.waits.FailAboveLocked(server, seq, func(target freshness.RV) error {
-				return &freshness.TooLargeResourceVersionError{ResourceVersion: target.String(), ServerResourceVersion: server.String()}
-			})
+	return t.update(func() {
+		if t.state == Trusted { // what else stands (a restore, Plain) says more
+			t.beyond = &serverRead{rv: server, seq: seq}
 		}
 	})
-	return due
 }
 
 // Stop releases every wait not reached with freshness.ErrStopped, for good.
