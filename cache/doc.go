@@ -22,8 +22,9 @@
 //	   ▼
 //	apply (apply.go: one goroutine,         APPLIED: rejects events older than
 //	stream order, under applyMu)            the cached object or the stream;
-//	   │                                    declares keys a list moves back
-//	   ▼
+//	   │                                    DECLARES a list that moves keys
+//	   │                                    back: counted, then OnRegression,
+//	   ▼                                    before the indexer holds it
 //	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
 //	      (internal/trust)                   Sync, AfterFreshness) wakes here;
 //	                                         internal/handlers delivers to them
@@ -40,7 +41,13 @@
 // Every change is written to the indexer before its resource version
 // reaches the trust state, and that before handlers hear of the change:
 // when WaitForFreshness(rv) returns nil, every event up to rv that the
-// informer's selector admits is in the indexer.
+// informer's selector admits is in the indexer. A list that moves the
+// cache back (a declared regression) goes, in this order: counted
+// (Stats.Regressions) and logged; reported to OnRegression (with applyMu
+// released, as the callback may call the informer); written to the
+// indexer; submitted to the trust state; told to handlers. So a reader who
+// sees an older state in the indexer and then reads Stats.Regressions, or
+// what OnRegression counted, finds the step back declared.
 //
 // # When a wait returns
 //
@@ -247,5 +254,7 @@
 // The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
-// (unlockApply); the Guard declares what it finds after unlocking.
+// (unlockApply; a list's regressions before the list is applied, applyMu
+// released meanwhile: declareFound); the Guard declares what it finds
+// after unlocking.
 package cache

@@ -78,11 +78,8 @@ type FreshInformer struct {
 	recent  recorded.Recent        // RVs of recently applied events
 	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
-	declare []reflector.Regression // found; declared once applyMu is released
-	// declareBarrier holds the handlers' notifications from a list that
-	// brought a regression back until it is declared.
-	declareBarrier chan struct{}
-	written        recorded.Keys // recorded writes not yet applied (lostwrites.go)
+	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
+	written recorded.Keys          // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;
 	// nil (no cost) unless the detector is on, decided here once.
 	staleReads *detector.Detector
