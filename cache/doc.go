@@ -59,13 +59,22 @@
 //
 //	state       waits see                       transitions
 //	─────────   ─────────────────────────────   ──────────────────────────────────
+//	not started a wait waits for Run for the    Run begins, or a factory's Start
+//	            start grace, then fails:        is about to run it ▶ syncing
+//	            ErrNotStarted
 //	syncing     nothing reached                 first comparable list ▶ trusted
-//	                                            (after a list at "0": first event)
+//	                                            (after a list at "0": first event
+//	                                            or bookmark with a comparable RV)
 //	trusted     applied, unless in doubt        restore proven ▶ restoring
+//	                                            comparable list ▶ trusted (at its
+//	                                            RV; below applied: declared)
 //	restoring   nothing reached; queued events  its relist applied ▶ trusted
 //	            and older lists dropped
 //	plain       every wait fails                comparable list ▶ trusted
+//	(any)                                       list at "0" ▶ syncing
 //	(any)                                       list RV not comparable ▶ plain
+//	(any but                                    event without an RV (a fake
+//	restoring)                                  clientset's) ▶ plain
 //	(any)       stopped: ErrStopped             Run returned (final)
 //
 // A restore is proven by a consistent read below the floor when it was
