@@ -67,6 +67,10 @@ type Scheduler struct {
 	// previous sentinel, at sentinelAt (see stuckLocked).
 	high, sentinel freshness.RV
 	sentinelAt     time.Time
+	// probing: a probe runs, from fire until run has decided what follows
+	// (the Runner's own flag clears a moment later: a wait that joins in
+	// between arms the timer, or nothing would).
+	probing bool
 }
 
 // Start lets the Scheduler run probes, with contexts derived from ctx.
@@ -128,7 +132,7 @@ func (s *Scheduler) Join(target freshness.RV) {
 			s.disarmLocked()
 		}
 	}
-	if s.timer == nil && !s.runner.Running() {
+	if s.timer == nil && !s.probing {
 		s.armLocked(s.delayLocked())
 	}
 }
@@ -179,7 +183,7 @@ func (s *Scheduler) fire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timer = nil
-	if s.stopped || s.waiters == 0 || s.runner.Running() {
+	if s.stopped || s.waiters == 0 || s.probing {
 		return
 	}
 	applied := s.Applied()
@@ -194,6 +198,7 @@ func (s *Scheduler) fire() {
 	}
 	// The probe's read covers every target joined so far.
 	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
+	s.probing = true
 	s.probes.Add(1)
 }
 
@@ -222,6 +227,7 @@ func (s *Scheduler) run(ctx context.Context) {
 	progressed := s.Applied().Compare(start) > 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.probing = false
 	if s.stopped || s.waiters == 0 {
 		return
 	}
