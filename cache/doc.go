@@ -143,7 +143,11 @@
 // writes, the next bookmark comes about a minute later, so a wait for an RV
 // returned by a write to another resource would take that long. When waits
 // have made no progress for the probe delay, the informer proves freshness
-// with the server, by one of two routes (quietprobe.go, snapshot.go).
+// with the server, by one of two routes (quietprobe.go, snapshot.go). On a
+// busy resource the stream keeps moving and meets the waits; a target it
+// has not reached within a second of moving (probe.StuckAfter) is probed
+// for all the same, since it may be beyond the server, which only a
+// consistent read shows.
 //
 // The snapshot route, for informers of up to WithSnapshotProbeLimit objects
 // (DefaultSnapshotProbeLimit) and for any informer of a resource that gets
