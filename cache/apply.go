@@ -30,9 +30,9 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 
 // handleBatch is the controller's ProcessBatch function: a run of
 // changes to distinct keys, popped from the queue at once (client-go's
-// InOrderInformersBatchProcess), applied in order. Regressions found while
-// applying hold every wait until they are declared, once applyMu is
-// released; then the callbacks the batch released run.
+// InOrderInformersBatchProcess), applied in order. A list that moves the
+// cache back is declared before the indexer holds it (declareFound); then
+// the callbacks the batch released run, once applyMu is released.
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
 	f.applyMu.Lock()
 	defer f.unlockApply() // also when a transform or IndexFunc panics
@@ -51,8 +51,8 @@ func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList b
 // informer lock held: a callback may call back into the informer. Every
 // section that holds applyMu ends with it.
 func (f *FreshInformer) unlockApply() {
-	declare, barrier, due := f.declare, f.declareBarrier, f.due
-	f.declare, f.declareBarrier, f.due = nil, nil, nil
+	declare, due := f.declare, f.due
+	f.declare, f.due = nil, nil
 	f.applyMu.Unlock()
 	if len(declare) == 0 {
 		due.Run()
@@ -61,10 +61,28 @@ func (f *FreshInformer) unlockApply() {
 	for _, r := range declare {
 		f.declareRegression(r)
 	}
-	if barrier != nil {
-		close(barrier)
-	}
 	append(due, f.trust.Declared(len(declare))...).Run()
+}
+
+// declareFound declares the regressions found so far, before the change
+// that moves the cache back is written to the indexer: counted, logged and
+// reported to OnRegression first, so that a reader who sees an older state
+// in the indexer and then reads Stats.Regressions finds it declared.
+// OnRegression runs outside the informer's locks, so applyMu is released
+// meanwhile: nothing else writes the indexer (only the apply goroutine
+// does), and the regression found has voided the proofs that could run
+// (trust.Found). applyMu is held on entry and on return.
+func (f *FreshInformer) declareFound() {
+	declare := f.declare
+	f.declare = nil
+	func() {
+		f.applyMu.Unlock()
+		defer f.applyMu.Lock() // also when OnRegression panics
+		for _, r := range declare {
+			f.declareRegression(r)
+		}
+	}()
+	f.settle(f.trust.Declared(len(declare)))
 }
 
 // state and applied are the trust state's (trust.Trust.Owned). applyMu is
@@ -349,6 +367,11 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 			}
 		}
 	}
+	// Declared before the indexer moves back, and so before handlers hear
+	// of it (doc.go, "When a wait returns").
+	if f.listFound(info.ResourceVersion, back, admitted) {
+		f.declareFound()
+	}
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
@@ -356,12 +379,6 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	// The list is the state at its resource version: no zone behind it.
 	f.endZone()
 	f.observeList(info.ResourceVersion, back, admitted)
-	if len(f.declare) > 0 && f.declareBarrier == nil {
-		// Handlers hear of keys going back only once the regression is
-		// declared (declareFound lifts the barrier).
-		f.declareBarrier = make(chan struct{})
-		f.processor.Distribute(handlers.Notification{Kind: handlers.Barrier, NewObj: f.declareBarrier}, false)
-	}
 	for _, g := range gone {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
 	}
@@ -430,14 +447,54 @@ func (b *listRegression) add(key string, count *int) {
 	}
 }
 
-// observeList submits an applied list's resource version. A list older
-// than the cache reaches here only under a regression the Guard declared
-// (or, should the Guard have missed it, one found here): the cache now
-// holds that older state, so freshness follows it down, or a later write
-// with a resource version below the old high would look fresh too soon.
-// back counts the keys the list moved to older states than cached or
-// written: found here, and declared before any wait is released. applyMu
-// is held.
+// listFound finds the regression a list at s brings, before it is
+// applied: a list older than the cache reaches here only under a
+// regression the Guard declared (or, should the Guard have missed it, one
+// found here); back counts the keys the list moves to older states than
+// cached or written. It reports whether it found one. applyMu is held.
+func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.ListAdmission) bool {
+	rv, err := freshness.ParseRV(s)
+	if s == "0" || err != nil {
+		return false
+	}
+	prev := f.listedOver()
+	found := func(reason reflector.RegressionReason) {
+		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
+			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
+	}
+	switch {
+	case admitted.Regression != nil:
+		r := *admitted.Regression // the Guard's findings, and the keys
+		r.Keys, r.WritesLost, r.SampleKeys = back.keys, back.lostWrites, back.sample
+		f.found(r, true)
+	case prev.IsZero():
+		return false
+	case rv.Compare(prev) < 0:
+		found(reflector.RegressionStaleList)
+	case back.keys > 0:
+		found(reflector.RegressionKeysWentBack)
+	case back.lostWrites > 0:
+		found(reflector.RegressionWritesLost)
+	default:
+		return false
+	}
+	return true
+}
+
+// listedOver is what the cache had applied before a list: none to compare
+// with when starting over. applyMu is held.
+func (f *FreshInformer) listedOver() freshness.RV {
+	if f.state() == trust.Trusted {
+		return f.applied()
+	}
+	return freshness.RV{}
+}
+
+// observeList submits an applied list's resource version (its
+// regressions were declared before it was applied: listFound). A list
+// older than the cache moves freshness down with it, or a later write with
+// a resource version below the old high would look fresh too soon.
+// applyMu is held.
 func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
 	f.recent.Reset()
 	if s == "0" {
@@ -453,27 +510,7 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		return
 	}
 	f.zone.stream = rv
-	var prev freshness.RV // what the cache had applied; none to compare with when starting over
-	if f.state() == trust.Trusted {
-		prev = f.applied()
-	}
-	found := func(reason reflector.RegressionReason) {
-		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
-			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
-	}
-	switch {
-	case admitted.Regression != nil:
-		r := *admitted.Regression // the Guard's findings, and the keys
-		r.Keys, r.WritesLost, r.SampleKeys = back.keys, back.lostWrites, back.sample
-		f.found(r, true)
-	case prev.IsZero():
-	case rv.Compare(prev) < 0:
-		found(reflector.RegressionStaleList)
-	case back.keys > 0:
-		found(reflector.RegressionKeysWentBack)
-	case back.lostWrites > 0:
-		found(reflector.RegressionWritesLost)
-	}
+	prev := f.listedOver()
 	if f.state() == trust.Restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
 		f.written.Reset() // the history was rewritten: old writes say nothing of it
 	} else {

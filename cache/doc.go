@@ -22,8 +22,9 @@
 //	   ▼
 //	apply (apply.go: one goroutine,         APPLIED: rejects events older than
 //	stream order, under applyMu)            the cached object or the stream;
-//	   │                                    declares keys a list moves back
-//	   ▼
+//	   │                                    DECLARES a list that moves keys
+//	   │                                    back: counted, then OnRegression,
+//	   ▼                                    before the indexer holds it
 //	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
 //	      (internal/trust)                   Sync, AfterFreshness) wakes here;
 //	                                         internal/handlers delivers to them
@@ -40,7 +41,13 @@
 // Every change is written to the indexer before its resource version
 // reaches the trust state, and that before handlers hear of the change:
 // when WaitForFreshness(rv) returns nil, every event up to rv that the
-// informer's selector admits is in the indexer.
+// informer's selector admits is in the indexer. A list that moves the
+// cache back (a declared regression) goes, in this order: counted
+// (Stats.Regressions) and logged; reported to OnRegression (with applyMu
+// released, as the callback may call the informer); written to the
+// indexer; submitted to the trust state; told to handlers. So a reader who
+// sees an older state in the indexer and then reads Stats.Regressions, or
+// what OnRegression counted, finds the step back declared.
 //
 // # When a wait returns
 //
@@ -52,13 +59,22 @@
 //
 //	state       waits see                       transitions
 //	─────────   ─────────────────────────────   ──────────────────────────────────
+//	not started a wait waits for Run for the    Run begins, or a factory's Start
+//	            start grace, then fails:        is about to run it ▶ syncing
+//	            ErrNotStarted
 //	syncing     nothing reached                 first comparable list ▶ trusted
-//	                                            (after a list at "0": first event)
+//	                                            (after a list at "0": first event
+//	                                            or bookmark with a comparable RV)
 //	trusted     applied, unless in doubt        restore proven ▶ restoring
+//	                                            comparable list ▶ trusted (at its
+//	                                            RV; below applied: declared)
 //	restoring   nothing reached; queued events  its relist applied ▶ trusted
 //	            and older lists dropped
 //	plain       every wait fails                comparable list ▶ trusted
+//	(any)                                       list at "0" ▶ syncing
 //	(any)                                       list RV not comparable ▶ plain
+//	(any but                                    event without an RV (a fake
+//	restoring)                                  clientset's) ▶ plain
 //	(any)       stopped: ErrStopped             Run returned (final)
 //
 // A restore is proven by a consistent read below the floor when it was
@@ -93,8 +109,13 @@
 // reached its start (see Quiet resources). It never moves back, except to
 // a list's RV under a declared regression, and to none while restoring.
 // In plain, every wait fails with an error matching
-// freshness.ErrIncomparable; after Stop, with freshness.ErrStopped; before
-// Run, freshness.ErrNotStarted. A consistent read sent after a wait began
+// freshness.ErrIncomparable; after Stop, with freshness.ErrStopped. Before
+// Run begins (or a factory's Start is about to run the informer), a wait
+// waits for it for a start grace of about a second (options.go,
+// defaultStartGrace), then fails with freshness.ErrNotStarted, or, when its
+// context ends first, with an error matching both; a check says
+// freshness.ErrNotFresh until that grace has passed since the informer was
+// first waited for or checked. A consistent read sent after a wait began
 // that answers below its target fails it with
 // freshness.ErrTooLargeResourceVersion. LastObservedResourceVersion (and
 // the indexer's LastStoreSyncResourceVersion) reports applied, held or
@@ -122,7 +143,11 @@
 // writes, the next bookmark comes about a minute later, so a wait for an RV
 // returned by a write to another resource would take that long. When waits
 // have made no progress for the probe delay, the informer proves freshness
-// with the server, by one of two routes (quietprobe.go, snapshot.go).
+// with the server, by one of two routes (quietprobe.go, snapshot.go). On a
+// busy resource the stream keeps moving and meets the waits; a target it
+// has not reached within a second of moving (probe.StuckAfter) is probed
+// for all the same, since it may be beyond the server, which only a
+// consistent read shows.
 //
 // The snapshot route, for informers of up to WithSnapshotProbeLimit objects
 // (DefaultSnapshotProbeLimit) and for any informer of a resource that gets
@@ -242,5 +267,7 @@
 // The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
-// (unlockApply); the Guard declares what it finds after unlocking.
+// (unlockApply; a list's regressions before the list is applied, applyMu
+// released meanwhile: declareFound); the Guard declares what it finds
+// after unlocking.
 package cache

@@ -61,7 +61,6 @@ type FreshInformer struct {
 	cachedKeys       atomic.Int64
 	quiet            quietProbe                  // bounded freshness on quiet resources (quietprobe.go)
 	checks           probe.Runner                // restore checks of suspicious writes (check.go)
-	started          atomic.Bool                 // Run was called, or a factory's Start is about to (starting)
 	logger           atomic.Pointer[klog.Logger] // the run's (log)
 	regressions      atomic.Uint64               // declared (Stats.Regressions)
 	resumeChecks     atomic.Uint64               // restore checks before a resumed watch (Stats.RestoreProbes)
@@ -79,11 +78,8 @@ type FreshInformer struct {
 	recent  recorded.Recent        // RVs of recently applied events
 	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
-	declare []reflector.Regression // found; declared once applyMu is released
-	// declareBarrier holds the handlers' notifications from a list that
-	// brought a regression back until it is declared.
-	declareBarrier chan struct{}
-	written        recorded.Keys // recorded writes not yet applied (lostwrites.go)
+	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
+	written recorded.Keys          // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;
 	// nil (no cost) unless the detector is on, decided here once.
 	staleReads *detector.Detector
@@ -137,6 +133,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		restoreCheckByRV:     options.internal.restoreCheckByRV,
 		onRegression:         options.OnRegression,
 	}
+	f.trust.StartGrace = options.internal.startGrace
 	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
 	f.initProbes()
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
@@ -179,7 +176,7 @@ func (f *FreshInformer) listIsCompressed(limit int) bool {
 
 // starting tells the informer its factory's Start is about to run it, so
 // that a wait right after Start does not find it never started.
-func (f *FreshInformer) starting() { f.started.Store(true) }
+func (f *FreshInformer) starting() { f.trust.Start() }
 
 // log returns the logger of the informer's run (klog.Background before it).
 func (f *FreshInformer) log() klog.Logger {
@@ -253,7 +250,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		return
 	}
 	f.running = true
-	f.started.Store(true)
+	f.trust.Start()
 	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
 	if f.staleReads != nil {

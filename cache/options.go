@@ -123,6 +123,8 @@ type internalOptions struct {
 	streamClock clock.PassiveClock
 	// listCompressedBytes replaces listCompressedBytes (zero: it).
 	listCompressedBytes int
+	// startGrace replaces defaultStartGrace (zero: it).
+	startGrace time.Duration
 }
 
 // Selector is what an informer's ListerWatcher lists: one namespace (or
@@ -248,8 +250,21 @@ func (o Options) withDefaults(exampleObject runtime.Object) Options {
 	if o.internal.listCompressedBytes == 0 {
 		o.internal.listCompressedBytes = listCompressedBytes
 	}
+	if o.internal.startGrace == 0 {
+		o.internal.startGrace = defaultStartGrace
+	}
 	return o
 }
+
+// defaultStartGrace is how long a wait on an informer whose Run has not
+// begun waits for it before failing with freshness.ErrNotStarted. The
+// client-go idiom `go inf.RunWithContext(ctx)` followed by a wait races
+// the Run goroutine's first instructions: it runs within microseconds,
+// and within tens of milliseconds on a loaded machine (a GC pause, the
+// race detector), so a second is far beyond any scheduling delay, while
+// an informer really never started is reported within about the time a
+// user would wait for a first answer anyway.
+const defaultStartGrace = time.Second
 
 // listCompressedBytes is the response size from which the apiserver
 // compresses a list (defaultGzipThresholdBytes in k8s.io/apiserver's

@@ -138,18 +138,14 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	// server.
 	reuse := age < serverRVReuse && server.Compare(start) > 0 &&
 		(!v.AnyTarget || server.Compare(v.Lowest) >= 0)
+	proved := false
 	if f.snapshotRoute() {
-		var proved bool
 		var err error
 		if server, proved, err = f.snapshotProbe(ctx, st); err != nil {
 			f.log().V(4).Info("Freshness probe: consistent list failed", "err", err)
 			return false
 		}
-		if proved {
-			return false
-		}
-		// The cache differs from the snapshot (the stream has events on
-		// their way, or the informer grew): prove it by a bookmark.
+		reuse = false
 	} else if !reuse {
 		var err error
 		f.quiet.requests.Add(1)
@@ -163,10 +159,13 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	}
 	// A read sent by this probe was sent after the waits that joined by
 	// seq: a target of theirs above the server's resource version is
-	// beyond it. A reused read was sent before some of them: it shows
-	// nothing above it.
+	// beyond it, whether or not the read also proved the cache fresh. A
+	// reused read was sent before some of them: it shows nothing above it.
 	if !reuse {
 		f.trust.TooLarge(server, seq).Run()
+	}
+	if proved {
+		return false
 	}
 	if v := f.trust.View(); !v.AnyTarget || server.Compare(v.Lowest) < 0 {
 		return true // none is left, or those left joined since: probing for them can wait
@@ -174,6 +173,9 @@ func (f *FreshInformer) probeOnce(ctx context.Context) (behind bool) {
 	if server.Compare(start) <= 0 {
 		return false // the cache is at the server's resource version already
 	}
+	// On the snapshot route the cache differs from the snapshot (the
+	// stream has events on their way, or the informer grew): prove it by
+	// a bookmark.
 	if p.noBookmarks.Load() {
 		f.requestRelist()
 		return false

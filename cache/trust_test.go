@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -136,40 +134,10 @@ func TestPanickingCallbackDuringARegressionDeclaresIt(t *testing.T) {
 // That no probe timer's callback runs after RunWithContext has returned
 // is internal/probe's TestSchedulerStopWaitsForAFiredTimer.
 
-// A wait on an informer that was never started says so
-// at once, with an error matching freshness.ErrNotStarted, instead of
-// waiting out its context; so does AfterFreshness, calling back at once.
-// One a factory's Start is about to run counts as started.
-func TestWaitOnAnInformerNeverStartedFailsAtOnce(t *testing.T) {
-	inf := NewSharedIndexInformer(newQuietLW(t, "10"), &corev1.ConfigMap{}, 0, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	start := time.Now()
-	err := inf.WaitForFreshness(ctx, "10")
-	var we *freshness.WaitError
-	if !errors.Is(err, freshness.ErrNotStarted) || !errors.As(err, &we) || we.Target != "10" || time.Since(start) > time.Second {
-		t.Fatalf("WaitForFreshness on an informer never started = %v after %v, want ErrNotStarted at once", err, time.Since(start))
-	}
-	called := make(chan error, 1)
-	inf.AfterFreshness("10", func(err error) { called <- err })
-	select {
-	case err := <-called:
-		if !errors.Is(err, freshness.ErrNotStarted) {
-			t.Fatalf("AfterFreshness on an informer never started called back with %v", err)
-		}
-	default:
-		t.Fatal("AfterFreshness on an informer never started did not call back at once")
-	}
-	inf.starting()
-	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancelShort()
-	if err := inf.WaitForFreshness(short, "10"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitForFreshness on an informer being started = %v, want it to wait", err)
-	}
-}
+// A wait on an informer never started: notstarted_test.go.
 
-// The same through the factory: a wait right after Start finds the
-// informer started, however late its goroutine runs.
+// A wait right after a factory's Start finds the informer started, however
+// late its goroutine runs.
 func TestWaitRightAfterFactoryStart(t *testing.T) {
 	lw := newQuietLW(t, "10")
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions()...)

@@ -49,7 +49,8 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 // AfterFreshness arranges for fn to run once the cache has applied rv,
 // with nil, or once it cannot get there, with an error as
 // WaitForFreshness's (at once, on the caller's goroutine, when rv is
-// malformed or already reached, or the informer was never started). It is
+// malformed or already reached; after the start grace, about a second,
+// when the informer's Run has not begun by then). It is
 // WaitForFreshness without a blocked goroutine, for a workqueue that
 // re-adds a key when the cache catches up. fn runs on the goroutine that
 // applied the event or bookmark (or answered a probe), after the informer
@@ -77,8 +78,12 @@ func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() b
 // the informer stops. It returns nil at once, without allocating, when the
 // cache is already that fresh. Errors: one matching freshness.ErrIncomparable
 // at once when rv is malformed; otherwise a *freshness.WaitError that
-// unwraps to the cause: freshness.ErrNotStarted at once for an informer
-// never run, freshness.ErrIncomparable while the server's resource versions
+// unwraps to the cause: freshness.ErrNotStarted for an informer whose Run
+// has not begun within the start grace (about a second: `go
+// inf.RunWithContext(ctx)` followed at once by a wait is client-go's
+// idiom, and the wait gives that goroutine time to begin; if ctx ends
+// first, the error matches both ctx.Err() and freshness.ErrNotStarted),
+// freshness.ErrIncomparable while the server's resource versions
 // cannot be ordered, freshness.ErrTooLargeResourceVersion when a consistent
 // read sent after the wait began shows the server has not reached rv
 // (another cluster's resource version, a made-up one, or a write a restore
@@ -121,9 +126,6 @@ func (f *FreshInformer) LastObservedResourceVersion() string {
 // waitBounded is WaitForFreshness's wait once rv is parsed: the trust's
 // wait, with the informer probing the server while it makes no progress.
 func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
-	if err := f.notStarted(target); err != nil {
-		return err
-	}
 	if f.trust.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
 		return f.trust.Wait(ctx, target)
 	}
@@ -132,23 +134,11 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 	return f.trust.Wait(ctx, target)
 }
 
-// notStarted is the error of a wait for target on an informer never run.
-func (f *FreshInformer) notStarted(target freshness.RV) error {
-	if f.started.Load() {
-		return nil
-	}
-	return &freshness.WaitError{Target: target.String(), Err: freshness.ErrNotStarted}
-}
-
 // afterFresh is AfterFreshness once rv is parsed: the trust's callback,
 // counted as a pending wait (so that a quiet resource is probed for it)
 // until it runs or is stopped. Like WaitForFreshness, it is held back
 // while waits are (see the package documentation, "When a wait returns").
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
-	if err := f.notStarted(target); err != nil && !f.trust.Reached(target) {
-		fn(err)
-		return func() bool { return false }
-	}
 	c := &afterFreshCall{f: f, fn: fn}
 	if !f.trust.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
 		c.joined = true

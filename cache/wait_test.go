@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,7 +31,9 @@ func TestWaitForFreshnessWhenFreshDoesNotAllocate(t *testing.T) {
 // waiting: nil when reached, the same causes otherwise, and ErrNotFresh for
 // a cache behind. It allocates nothing when the cache is fresh.
 func TestCheckFreshness(t *testing.T) {
-	never := NewSharedIndexInformer(newQuietLW(t, "10"), &corev1.ConfigMap{}, 0, nil)
+	never := NewSharedIndexInformer(newQuietLW(t, "10"), &corev1.ConfigMap{}, 0, nil, withStartGrace(time.Millisecond))
+	_ = never.CheckFreshness("10") // the grace begins
+	time.Sleep(2 * time.Millisecond)
 	if err := never.CheckFreshness("not-a-number"); !errors.Is(err, freshness.ErrNotStarted) {
 		t.Fatalf("CheckFreshness on an informer never started = %v, want ErrNotStarted whatever the resource version", err)
 	}

@@ -7,7 +7,9 @@ import "github.com/freshinformer/freshinformer/freshness"
 // instead of blocking a worker while its cache catches up (as
 // kube-controller-manager's consistency checks do), or that hands the key
 // to AfterFreshness. Errors: a *freshness.WaitError that unwraps to
-// freshness.ErrNotStarted for an informer never run (whatever rv is),
+// freshness.ErrNotStarted for an informer never run (whatever rv is) once
+// the start grace (about a second) has passed since a wait or check first
+// found it not started, freshness.ErrNotFresh before,
 // freshness.ErrStopped, freshness.ErrIncomparable while the server's
 // resource versions cannot be ordered, or freshness.ErrNotFresh when the
 // cache is behind rv or cannot vouch for its cache now (see
@@ -16,8 +18,8 @@ import "github.com/freshinformer/freshinformer/freshness"
 // nothing else: it may be called from freshness callbacks and event
 // handlers.
 func (f *FreshInformer) CheckFreshness(rv string) error {
-	if !f.started.Load() {
-		return &freshness.WaitError{Target: rv, Err: freshness.ErrNotStarted}
+	if err := f.trust.NotStarted(rv); err != nil {
+		return err
 	}
 	target, err := freshness.ParseRV(rv)
 	if err != nil {
@@ -28,4 +30,4 @@ func (f *FreshInformer) CheckFreshness(rv string) error {
 
 // hasStarted reports whether the informer was ever run, stopped since or
 // not (Sync of the factories starts only those).
-func (f *FreshInformer) hasStarted() bool { return f.started.Load() }
+func (f *FreshInformer) hasStarted() bool { return f.trust.Started() }

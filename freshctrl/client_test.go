@@ -234,6 +234,9 @@ func TestBookmarkEndsWait(t *testing.T) {
 // key, target and reached resource version.
 func TestTimeoutIsTypedAndBounded(t *testing.T) {
 	inf := startInformer(t, Scope{Namespace: "a"}, "900")
+	// The server does not answer the informer's probes: its lists at 900
+	// would show the write at 1000 (made by another fake) beyond it.
+	inf.lw.blockLists()
 	c := newTestClient(t, 20*time.Second, []*testInformer{inf}, cm("a", "x", "", nil))
 	written := update(t, c, "a", "x")
 	start := time.Now()

@@ -122,12 +122,22 @@ func (r *ReadYourWrites) removed(inf *cache.FreshInformer) bool {
 }
 
 // usable returns an error matching cache.ErrNoInformer, at once, for an
-// informer that was never started: waiting on it could only time out.
+// informer found never started (its start grace passed since a wait or
+// check first found it not started): waiting on it could only time out.
 func usable(inf *cache.FreshInformer) error {
 	if errors.Is(inf.CheckFreshness("1"), freshness.ErrNotStarted) { // said before rv is looked at
 		return fmt.Errorf("%w: the %s was never started", cache.ErrNoInformer, describe(inf))
 	}
 	return nil
+}
+
+// neverStarted makes err, a wait's on inf, match cache.ErrNoInformer as
+// usable's does when the informer did not start within its grace.
+func neverStarted(err error) error {
+	if errors.Is(err, freshness.ErrNotStarted) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", cache.ErrNoInformer, err)
+	}
+	return err
 }
 
 // fresh reports whether inf's cache holds rv: WaitForFreshness would
@@ -146,8 +156,9 @@ func notFresh(owner Owner, inf *cache.FreshInformer, e *NotFreshError) *NotFresh
 // CheckFresh reports, without blocking, whether every cache owner wrote to
 // has caught up: nil if so, else a *NotFreshError (matching freshness.ErrNotFresh)
 // naming a resource that is behind, for a workqueue controller to requeue.
-// It fails at once, matching cache.ErrNoInformer, if an informer written
-// to was never started.
+// It fails, matching cache.ErrNoInformer, if an informer written to was
+// never started (see FreshInformer.CheckFreshness: once its start grace
+// has passed).
 func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 	p := r.pending(owner)
 	for _, inf := range p.informers() {
@@ -173,8 +184,9 @@ func (r *ReadYourWrites) CheckFresh(owner Owner) error {
 // EnsureFresh blocks until every cache owner wrote to has caught up, ctx
 // ends, or the timeout passes. Errors are WaitForFreshness's, naming the
 // resource, the informer's scope and the owner; one matching
-// cache.ErrNoInformer comes at once if an informer written to was never
-// started.
+// cache.ErrNoInformer (and freshness.ErrNotStarted) if an informer written
+// to was never started, after its start grace (see
+// FreshInformer.WaitForFreshness).
 func (r *ReadYourWrites) EnsureFresh(ctx context.Context, owner Owner) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -188,12 +200,12 @@ func (r *ReadYourWrites) EnsureFresh(ctx context.Context, owner Owner) error {
 		}
 		if rv, ok := p.written[inf]; ok {
 			if err := inf.WaitForFreshness(ctx, rv.String()); err != nil { // counted in the wait metrics
-				return fmt.Errorf("%s: write on behalf of %s: %w", describe(inf), owner, err)
+				return neverStarted(fmt.Errorf("%s: write on behalf of %s: %w", describe(inf), owner, err))
 			}
 		}
 		for _, d := range p.deleted[inf] {
 			if err := waitDeleted(ctx, inf, d); err != nil {
-				return fmt.Errorf("%s: delete of %s on behalf of %s: %w", describe(inf), d.key, owner, err)
+				return neverStarted(fmt.Errorf("%s: delete of %s on behalf of %s: %w", describe(inf), d.key, owner, err))
 			}
 		}
 	}

@@ -48,14 +48,14 @@ func (r *ReadYourWrites) WhenFresh(owner Owner, f func(error)) (stop func() bool
 			gen := n.nextGen(slot)
 			n.keep(slot, gen, inf.AfterFreshness(rv.String(), func(err error) {
 				if err != nil {
-					err = fmt.Errorf("%s: write on behalf of %s: %w", describe(inf), owner, err)
+					err = neverStarted(fmt.Errorf("%s: write on behalf of %s: %w", describe(inf), owner, err))
 				}
 				n.done(err)
 			}))
 		}
 		for _, d := range p.deleted[inf] {
 			whenGone(inf, d, n, n.add(), func(err error) error {
-				return fmt.Errorf("%s: delete of %s on behalf of %s: %w", describe(inf), d.key, owner, err)
+				return neverStarted(fmt.Errorf("%s: delete of %s on behalf of %s: %w", describe(inf), d.key, owner, err))
 			})
 		}
 	}

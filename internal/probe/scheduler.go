@@ -18,6 +18,13 @@ const (
 	// resource version, so such targets come from a restored etcd or are
 	// made up, and probing for them often would only cost.
 	BehindDelay = 30 * time.Second
+	// StuckAfter is how long a target may go unreached by a stream that
+	// keeps moving before the informer probes anyway: a stream delivers a
+	// write within milliseconds, so a target it has not reached in a
+	// second while busy with others may be beyond the server (another
+	// cluster's resource version, a made-up one), which only a
+	// consistent read can show.
+	StuckAfter = time.Second
 )
 
 // Scheduler decides when an informer probes the server for its pending
@@ -55,6 +62,15 @@ type Scheduler struct {
 	// the least delay until slowUntil (see Recovered).
 	slow      time.Duration
 	slowUntil time.Time
+	// high is the highest target joined since the last probe began;
+	// sentinel is what high was when the stream last reached the
+	// previous sentinel, at sentinelAt (see stuckLocked).
+	high, sentinel freshness.RV
+	sentinelAt     time.Time
+	// probing: a probe runs, from fire until run has decided what follows
+	// (the Runner's own flag clears a moment later: a wait that joins in
+	// between arms the timer, or nothing would).
+	probing bool
 }
 
 // Start lets the Scheduler run probes, with contexts derived from ctx.
@@ -104,6 +120,9 @@ func (s *Scheduler) Join(target freshness.RV) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waiters++
+	if target.Compare(s.high) > 0 {
+		s.high = target
+	}
 	if s.stopped {
 		return
 	}
@@ -113,7 +132,7 @@ func (s *Scheduler) Join(target freshness.RV) {
 			s.disarmLocked()
 		}
 	}
-	if s.timer == nil && !s.runner.Running() {
+	if s.timer == nil && !s.probing {
 		s.armLocked(s.delayLocked())
 	}
 }
@@ -128,6 +147,7 @@ func (s *Scheduler) Leave() {
 		return
 	}
 	s.idle = 0
+	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
 	s.disarmLocked()
 	s.runner.Cancel()
 }
@@ -163,10 +183,11 @@ func (s *Scheduler) fire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timer = nil
-	if s.stopped || s.waiters == 0 || s.runner.Running() {
+	if s.stopped || s.waiters == 0 || s.probing {
 		return
 	}
-	if s.Applied().Compare(s.armedAt) > 0 || s.Busy() {
+	applied := s.Applied()
+	if s.Busy() || (applied.Compare(s.armedAt) > 0 && !s.stuckLocked(applied)) {
 		s.armLocked(s.delayLocked())
 		return
 	}
@@ -175,7 +196,28 @@ func (s *Scheduler) fire() {
 		s.rearmLocked(false)
 		return
 	}
+	// The probe's read covers every target joined so far.
+	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
+	s.probing = true
 	s.probes.Add(1)
+}
+
+// stuckLocked reports whether a target has gone unreached for StuckAfter
+// while the stream moved (it is at applied): the stream must reach the
+// highest target joined when it reached the previous one (the sentinel)
+// within StuckAfter. While it keeps doing so, waits are met by the stream
+// and cost no request; a target beyond the server becomes the sentinel at
+// the latest once the stream reaches the one before it, and fails a
+// StuckAfter later.
+func (s *Scheduler) stuckLocked(applied freshness.RV) bool {
+	if applied.Compare(s.sentinel) < 0 {
+		return time.Since(s.sentinelAt) >= StuckAfter
+	}
+	s.sentinel, s.sentinelAt = freshness.RV{}, time.Time{}
+	if applied.Compare(s.high) < 0 {
+		s.sentinel, s.sentinelAt = s.high, time.Now()
+	}
+	return false
 }
 
 // run is one probe run (the Runner's function).
@@ -185,6 +227,7 @@ func (s *Scheduler) run(ctx context.Context) {
 	progressed := s.Applied().Compare(start) > 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.probing = false
 	if s.stopped || s.waiters == 0 {
 		return
 	}

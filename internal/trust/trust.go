@@ -12,6 +12,8 @@ package trust
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -28,7 +30,20 @@ import (
 // they change only with the indexer: the owner reads them under that lock
 // alone (Owned).
 type Trust struct {
+	// StartGrace is how long a wait on an informer not started waits for
+	// it before failing with freshness.ErrNotStarted (see Start). Set
+	// before use.
+	StartGrace time.Duration
+
 	waits rvwait.Set[freshness.RV]
+
+	// started: Run began, or is about to (Start); begun is closed then.
+	started atomic.Bool
+	begun   chan struct{}
+	// askedAt is when a wait or check first found the informer not
+	// started: a check reports it never started once StartGrace has
+	// passed since.
+	askedAt time.Time
 
 	state   State
 	applied freshness.RV // the indexer holds every event up to it
@@ -53,6 +68,16 @@ type Trust struct {
 	plainErr  error // why resource versions cannot be ordered (Plain)
 	stopped   bool
 	advances  uint64 // proofs that moved applied
+	// beyond is a consistent read that showed the server behind some
+	// waits' targets (TooLarge), for the next publish to fail them.
+	beyond *serverRead
+}
+
+// serverRead is a consistent read's resource version, and the waits'
+// joins (rvwait.Set.SeqLocked) when it was sent.
+type serverRead struct {
+	rv  freshness.RV
+	seq uint64
 }
 
 // State is what the informer knows of its position.
@@ -91,10 +116,18 @@ func (t *Trust) publishLocked() rvwait.Due {
 	if t.declaring == 0 || t.applied.Compare(t.shown) > 0 {
 		t.shown = t.applied
 	}
+	beyond := t.beyond
+	t.beyond = nil
 	if t.state == Plain {
 		return t.waits.FailLocked(t.plainErr)
 	}
-	return t.waits.PublishLocked(t.applied, t.openLocked())
+	due := t.waits.PublishLocked(t.applied, t.openLocked())
+	if beyond != nil {
+		due = append(due, t.waits.FailAboveLocked(beyond.rv, beyond.seq, func(target freshness.RV) error {
+			return &freshness.TooLargeResourceVersionError{ResourceVersion: target.String(), ServerResourceVersion: beyond.rv.String()}
+		})...)
+	}
+	return due
 }
 
 // openLocked reports whether waits may be released up to applied.
@@ -314,15 +347,11 @@ func (t *Trust) Answered(st Stamp) rvwait.Due {
 // consistent read's resource version sent then: the server has not
 // reached them.
 func (t *Trust) TooLarge(server freshness.RV, seq uint64) rvwait.Due {
-	var due rvwait.Due
-	t.read(func() {
-		if t.state == Trusted && !t.stopped {
-			due = t.waits.FailAboveLocked(server, seq, func(target freshness.RV) error {
-				return &freshness.TooLargeResourceVersionError{ResourceVersion: target.String(), ServerResourceVersion: server.String()}
-			})
+	return t.update(func() {
+		if t.state == Trusted { // what else stands (a restore, Plain) says more
+			t.beyond = &serverRead{rv: server, seq: seq}
 		}
 	})
-	return due
 }
 
 // Stop releases every wait not reached with freshness.ErrStopped, for good.
@@ -379,11 +408,107 @@ func (t *Trust) Reached(target freshness.RV) bool {
 }
 
 // Wait blocks until target is reached as published, ctx ends, or waits
-// fail; its errors are *freshness.WaitError.
+// fail; its errors are *freshness.WaitError. Before the informer starts,
+// it waits for the start first (see Start).
 func (t *Trust) Wait(ctx context.Context, target freshness.RV) error {
+	var before time.Duration // waited for the start
+	if !t.started.Load() {
+		start := time.Now()
+		err := t.awaitStart(ctx)
+		if before = time.Since(start); err != nil {
+			return &freshness.WaitError{Target: target.String(), Waited: before, Err: err}
+		}
+	}
 	return t.waits.Wait(ctx, target, func(target, current freshness.RV, waited time.Duration, cause error) error {
-		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: waited, Err: cause}
+		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: before + waited, Err: cause}
 	})
+}
+
+// --- the start ----------------------------------------------------------------
+
+// Start records that the informer's Run began, or that a factory's Start
+// is about to run it: waits go on as on a running informer.
+func (t *Trust) Start() {
+	t.read(func() {
+		if !t.started.Swap(true) && t.begun != nil {
+			close(t.begun)
+		}
+	})
+}
+
+// Started reports whether Start was called.
+func (t *Trust) Started() bool { return t.started.Load() }
+
+// awaitStart is the one decision for a wait on an informer not started:
+// nobody can see a `go inf.Run(ctx)` that has not run yet, so the wait
+// gives it StartGrace. It returns nil once Start is called,
+// freshness.ErrNotStarted once the grace has passed without it, and, if
+// ctx ends first, an error matching both ctx's error and
+// freshness.ErrNotStarted.
+func (t *Trust) awaitStart(ctx context.Context) error {
+	var begun chan struct{}
+	t.read(func() {
+		if t.started.Load() {
+			return
+		}
+		if t.begun == nil {
+			t.begun = make(chan struct{})
+		}
+		if t.askedAt.IsZero() {
+			t.askedAt = time.Now()
+		}
+		begun = t.begun
+	})
+	if begun == nil {
+		return nil
+	}
+	if ctx.Err() != nil { // before the timer: a done ctx says so at once
+		return notStartedBy(ctx.Err())
+	}
+	timer := time.NewTimer(t.StartGrace) // real time: it waits for a goroutine, not for the informer's clock
+	defer timer.Stop()
+	select {
+	case <-begun:
+		return nil
+	case <-ctx.Done():
+		return notStartedBy(ctx.Err())
+	case <-timer.C:
+		if t.started.Load() {
+			return nil
+		}
+		return freshness.ErrNotStarted
+	}
+}
+
+// notStartedBy is the error of a wait whose context ended before the
+// informer started.
+func notStartedBy(ctxErr error) error {
+	return fmt.Errorf("%w (%w)", ctxErr, freshness.ErrNotStarted)
+}
+
+// NotStarted is the check's side of awaitStart: a *freshness.WaitError
+// for target matching freshness.ErrNotStarted once StartGrace has passed
+// since a wait or check first found the informer not started; nil before
+// (a check then says ErrNotFresh) and once it started.
+func (t *Trust) NotStarted(target string) error {
+	if t.started.Load() {
+		return nil
+	}
+	var never bool
+	t.read(func() {
+		if t.started.Load() {
+			return
+		}
+		now := time.Now()
+		if t.askedAt.IsZero() {
+			t.askedAt = now
+		}
+		never = now.Sub(t.askedAt) >= t.StartGrace
+	})
+	if !never {
+		return nil
+	}
+	return &freshness.WaitError{Target: target, Err: freshness.ErrNotStarted}
 }
 
 // Check is Wait without waiting: nil if target is reached as published,
@@ -406,8 +531,22 @@ var doneCtx = func() context.Context {
 }()
 
 // AfterFunc registers fn for target as Wait would end; the Due holds fn
-// when it is to run at once.
+// when it is to run at once. Before the informer starts, fn is called
+// with Wait's error if the informer does not start within StartGrace.
 func (t *Trust) AfterFunc(target freshness.RV, fn func(error)) (stop func() bool, due rvwait.Due) {
-	t.read(func() { stop, due = t.waits.AfterFuncLocked(target, fn) })
+	var starting bool
+	t.read(func() {
+		stop, due = t.waits.AfterFuncLocked(target, fn)
+		if starting = !t.started.Load() && due == nil; starting && t.askedAt.IsZero() {
+			t.askedAt = time.Now()
+		}
+	})
+	if starting {
+		time.AfterFunc(t.StartGrace, func() { // real time, as awaitStart's
+			if !t.started.Load() && stop() {
+				fn(&freshness.WaitError{Target: target.String(), Waited: t.StartGrace, Err: freshness.ErrNotStarted})
+			}
+		})
+	}
 	return stop, due
 }

@@ -26,6 +26,7 @@ func rv(t *testing.T, s string) freshness.RV {
 func listedAt(t *testing.T, s string) *Trust {
 	t.Helper()
 	var tr Trust
+	tr.Start()
 	tr.Listed(rv(t, s), tr.View().Stamp).Run()
 	return &tr
 }
