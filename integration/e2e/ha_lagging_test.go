@@ -159,11 +159,8 @@ func testHALaggingReplica(t *testing.T, h *controlplane.HAControlPlane) {
 		if len(res.failed) != 0 {
 			t.Errorf("%s: %d waits for committed writes failed, first: %s", ph.name, len(res.failed), res.failed[0])
 		}
-		if res.unreachable != "ErrTooLargeResourceVersion" && !unreachedKnownDefect(res.unreachable) {
+		if res.unreachable != "ErrTooLargeResourceVersion" {
 			t.Errorf("%s: the wait for an unreached resource version ended with %s, want ErrTooLargeResourceVersion", ph.name, res.unreachable)
-		}
-		if unreachedKnownDefect(res.unreachable) {
-			t.Logf("%s: the wait for an unreached resource version timed out: the known defect that TestWaitBeyondTheServerOnAQuietSmallInformer pins (tolerated)", ph.name)
 		}
 		if res.regressions != 0 {
 			regMu.Lock()
@@ -184,14 +181,6 @@ const unreachedBound = 30 * time.Second
 // unreachedTimedOut is the outcome of a wait for an unreached resource
 // version that waited out unreachedBound.
 const unreachedTimedOut = "timed out"
-
-// unreachedKnownDefect reports whether outcome is the known defect of
-// TestWaitBeyondTheServerOnAQuietSmallInformer (a small informer's
-// proving snapshot does not fail such waits), tolerated unless
-// FRESHINFORMER_RUN_KNOWN_DEFECTS=1.
-func unreachedKnownDefect(outcome string) bool {
-	return outcome == unreachedTimedOut && !knownDefectsRun()
-}
 
 // writeAt is a write's resource version and when it returned.
 type writeAt struct {

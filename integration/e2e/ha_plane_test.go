@@ -146,7 +146,3 @@ func pctOf(n, of int) string {
 	}
 	return fmt.Sprintf("%d of %d (%.0f%%)", n, of, 100*float64(n)/float64(of))
 }
-
-// knownDefectsRun reports whether FRESHINFORMER_RUN_KNOWN_DEFECTS=1 asks to
-// run the tests of known library defects that are otherwise skipped.
-func knownDefectsRun() bool { return os.Getenv("FRESHINFORMER_RUN_KNOWN_DEFECTS") == "1" }

@@ -100,11 +100,8 @@ func testHARollout(t *testing.T, h *controlplane.HAControlPlane) {
 		if len(res.failed) != 0 {
 			t.Errorf("%s: %d waits for committed writes failed, first: %s", ph.name, len(res.failed), res.failed[0])
 		}
-		if res.unreachable != "ErrTooLargeResourceVersion" && !unreachedKnownDefect(res.unreachable) {
+		if res.unreachable != "ErrTooLargeResourceVersion" {
 			t.Errorf("%s: the wait for an unreached resource version ended with %s, want ErrTooLargeResourceVersion", ph.name, res.unreachable)
-		}
-		if unreachedKnownDefect(res.unreachable) {
-			t.Logf("%s: the wait for an unreached resource version timed out: the known defect that TestWaitBeyondTheServerOnAQuietSmallInformer pins (tolerated)", ph.name)
 		}
 		if res.regressions != 0 {
 			regMu.Lock()

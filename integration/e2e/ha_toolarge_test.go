@@ -22,15 +22,7 @@ import (
 // Scenario 2 of docs/ha.md found it: after a frozen replica resumed, its
 // stream caught up before the probe's list answered, and the wait for an
 // unreached resource version waited out its context instead.
-//
-// Skipped until the library applies the snapshot's evidence: in
-// cache/quietprobe.go, probeOnce returns on a proving snapshot before
-// f.trust.TooLarge(server, seq).Run(). Set FRESHINFORMER_RUN_KNOWN_DEFECTS=1
-// to run it.
 func TestWaitBeyondTheServerOnAQuietSmallInformer(t *testing.T) {
-	if !knownDefectsRun() {
-		t.Skip("known defect (see the comment): the snapshot route's proving probe skips the too-large check; FRESHINFORMER_RUN_KNOWN_DEFECTS=1 runs it")
-	}
 	cs := testenv.Clientset(t)
 	ns := testenv.Namespace(t)
 	ctx := testenv.Context(t, 2*time.Minute)
