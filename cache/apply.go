@@ -84,7 +84,21 @@ func (f *FreshInformer) settle(due rvwait.Due) {
 func (f *FreshInformer) found(r reflector.Regression, rewritten bool) {
 	slices.Sort(r.SampleKeys)
 	f.declare = append(f.declare, r)
+	f.holdHandlers()
 	f.settle(f.trust.Found(rewritten))
+}
+
+// holdHandlers holds every handler, from what it was told so far, until
+// unlockApply has declared the regressions found under applyMu: the keys
+// going back reach handlers only after the declaration, whether this
+// section applies them (a list) or a later one does (the relist a
+// declared restore asks for may be applied before the declaration ends).
+// applyMu is held.
+func (f *FreshInformer) holdHandlers() {
+	if f.declareBarrier == nil {
+		f.declareBarrier = make(chan struct{})
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Barrier, NewObj: f.declareBarrier}, false)
+	}
 }
 
 // declareRegression declares r: an error-level log, Stats.Regressions and
@@ -355,13 +369,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	f.cachedKeys.Store(int64(len(listed)))
 	// The list is the state at its resource version: no zone behind it.
 	f.endZone()
-	f.observeList(info.ResourceVersion, back, admitted)
-	if len(f.declare) > 0 && f.declareBarrier == nil {
-		// Handlers hear of keys going back only once the regression is
-		// declared (declareFound lifts the barrier).
-		f.declareBarrier = make(chan struct{})
-		f.processor.Distribute(handlers.Notification{Kind: handlers.Barrier, NewObj: f.declareBarrier}, false)
-	}
+	f.observeList(info.ResourceVersion, back, admitted) // a regression found holds handlers (holdHandlers)
 	for _, g := range gone {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
 	}

@@ -138,6 +138,7 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, 
 	slices.Sort(back.sample)
 	f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
 		Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
+	f.holdHandlers() // the relist may be applied before the declaration ends
 	f.guard.RequestRelist()
 }
 

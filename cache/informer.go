@@ -80,8 +80,8 @@ type FreshInformer struct {
 	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released
-	// declareBarrier holds the handlers' notifications from a list that
-	// brought a regression back until it is declared.
+	// declareBarrier holds handlers, from the moment a regression is
+	// found, until it is declared (holdHandlers).
 	declareBarrier chan struct{}
 	written        recorded.Keys // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;

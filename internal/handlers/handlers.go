@@ -31,7 +31,7 @@ const (
 	Delete
 	// Barrier holds a Listener until its channel (NewObj) is
 	// closed: the notifications behind it wait for a regression found
-	// while applying them to be declared.
+	// before them to be declared.
 	Barrier
 )
 
