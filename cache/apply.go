@@ -36,6 +36,7 @@ func (f *FreshInformer) handleDeltas(obj any, isInInitialList bool) error {
 func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList bool) error {
 	f.applyMu.Lock()
 	defer f.unlockApply() // also when a transform or IndexFunc panics
+	f.awaitDeclarations()
 	for _, d := range deltas {
 		if err := f.apply(d, isInInitialList); err != nil {
 			f.log().Error(err, "Failed to apply a change to the cache", "type", d.Type)
@@ -53,15 +54,39 @@ func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList b
 func (f *FreshInformer) unlockApply() {
 	declare, due := f.declare, f.due
 	f.declare, f.due = nil, nil
-	f.applyMu.Unlock()
 	if len(declare) == 0 {
+		f.applyMu.Unlock()
 		due.Run()
 		return
 	}
-	for _, r := range declare {
-		f.declareRegression(r)
+	done := make(chan struct{})
+	f.declaring = done
+	f.applyMu.Unlock()
+	func() {
+		defer close(done) // also when OnRegression panics
+		for _, r := range declare {
+			f.declareRegression(r)
+		}
+		due = append(due, f.trust.Declared(len(declare))...)
+	}()
+	due.Run()
+}
+
+// awaitDeclarations holds the apply goroutine until the regressions
+// another section found are declared. A restore found off the stream (a
+// probe, Sync, a restore check) is declared once applyMu is released, and
+// the relist it asks for may be queued meanwhile: it must not reach the
+// indexer, nor so handlers, before the restore is counted and reported.
+// applyMu is held on entry and on return.
+func (f *FreshInformer) awaitDeclarations() {
+	for ch := f.declaring; ch != nil; ch = f.declaring {
+		f.applyMu.Unlock()
+		<-ch
+		f.applyMu.Lock()
+		if f.declaring == ch {
+			f.declaring = nil
+		}
 	}
-	append(due, f.trust.Declared(len(declare))...).Run()
 }
 
 // declareFound declares the regressions found so far, before the change

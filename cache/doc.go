@@ -47,7 +47,12 @@
 // released, as the callback may call the informer); written to the
 // indexer; submitted to the trust state; told to handlers. So a reader who
 // sees an older state in the indexer and then reads Stats.Regressions, or
-// what OnRegression counted, finds the step back declared.
+// what OnRegression counted, finds the step back declared. A restore found
+// off the stream (a probe, Sync or a restore check reading the server
+// below the floor) is declared once applyMu is released; the apply
+// goroutine writes nothing more to the indexer until that declaration has
+// ended (awaitDeclarations), so the relist it asks for keeps the same
+// order.
 //
 // # When a wait returns
 //
@@ -267,7 +272,8 @@
 // The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
-// (unlockApply; a list's regressions before the list is applied, applyMu
+// (unlockApply, which the apply goroutine waits for before it writes the
+// indexer again; a list's regressions before the list is applied, applyMu
 // released meanwhile: declareFound); the Guard declares what it finds
 // after unlocking.
 package cache

@@ -79,6 +79,10 @@ type FreshInformer struct {
 	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
+	// declaring is closed once the regressions unlockApply took are
+	// declared; the apply goroutine writes nothing to the indexer before
+	// (awaitDeclarations).
+	declaring chan struct{}
 	written recorded.Keys          // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;
 	// nil (no cost) unless the detector is on, decided here once.

@@ -351,9 +351,10 @@ func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
 // A key created behind the snapshot whose next event has a malformed
 // resource version cannot be placed in the zone: that event is applied to
 // the indexer, and from then on handlers' view of the key follows the
-// indexer (so the zone's end cannot tell handlers of the key's deletion
-// again, at an older state, after its real deletion). A
-// malformed deletion of such a key reaches handlers at once.
+// indexer, and the zone's end owes handlers no tombstone for it (which
+// would tell them of the key's deletion again, at an older state, after
+// its real deletion). A malformed deletion of such a key reaches handlers
+// at once.
 func TestSnapshotZoneKeyWithAMalformedEvent(t *testing.T) {
 	lw := newStateLW(t, 10)
 	inf, w := startState(t, lw)

@@ -29,10 +29,6 @@ const (
 	Add Kind = iota
 	Update
 	Delete
-	// Barrier holds a Listener until its channel (NewObj) is
-	// closed: the notifications behind it wait for a regression found
-	// while applying them to be declared.
-	Barrier
 )
 
 // Notification is one call due to a handler. Kept as a value in the
@@ -197,11 +193,6 @@ func (l *Listener) deliver(n Notification) (panicked bool) {
 		l.handler.OnUpdate(n.OldObj, n.NewObj)
 	case Delete:
 		l.handler.OnDelete(n.OldObj)
-	case Barrier:
-		select {
-		case <-n.NewObj.(chan struct{}):
-		case <-l.stop:
-		}
 	}
 	return false
 }
