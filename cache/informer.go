@@ -83,7 +83,7 @@ type FreshInformer struct {
 	// declared; the apply goroutine writes nothing to the indexer before
 	// (awaitDeclarations).
 	declaring chan struct{}
-	written recorded.Keys          // recorded writes not yet applied (lostwrites.go)
+	written   recorded.Keys // recorded writes not yet applied (lostwrites.go)
 	// staleReads checks reads through GetIndexer against recorded writes;
 	// nil (no cost) unless the detector is on, decided here once.
 	staleReads *detector.Detector
