@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -20,7 +19,6 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/integration/testenv"
-	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // lagPhase is one way of making the informers' replica lag.
@@ -86,44 +84,8 @@ func testHALaggingReplica(t *testing.T, h *controlplane.HAControlPlane) {
 		t.Fatal("no connection through HAProxy could be placed on a replica")
 	}
 	writer, writerAt := writerAvoiding(t, ctx, h, lagAt)
-	nsObj, err := writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ha-lagging-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := nsObj.Name
-	for i := range 5 {
-		if _, err := writer.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lag-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	var regMu sync.Mutex
-	var declared []reflector.Regression
-	runCtx, stop := context.WithCancel(ctx)
-	plain := informers.NewSharedInformerFactoryWithOptions(lagCS, 0, informers.WithNamespace(ns))
-	plainLister := plain.Core().V1().ConfigMaps().Lister()
-	ours := cache.NewSharedInformerFactoryWithOptions(lagCS, 0, cache.WithNamespace(ns),
-		cache.WithInformerOptions(cache.WithRegressionHandler(func(r reflector.Regression) {
-			regMu.Lock()
-			declared = append(declared, r)
-			regMu.Unlock()
-		})))
-	oursLister := ours.Core().V1().ConfigMaps().Lister()
-	plain.Start(runCtx.Done())
-	ours.Start(runCtx.Done())
-	defer func() {
-		stop()
-		plain.Shutdown()
-		ours.Shutdown()
-	}()
-	for _, synced := range []map[any]bool{toAny(plain.WaitForCacheSync(ctx.Done())), toAny(ours.WaitForCacheSync(ctx.Done()))} {
-		for typ, ok := range synced {
-			if !ok {
-				t.Fatalf("%v informer did not sync", typ)
-			}
-		}
-	}
-	inf := ours.FreshInformersForResource(corev1.Resource("configmaps"))[0]
+	sb := startSideBySide(t, ctx, lagCS, writer, "ha-lagging-", nil)
+	ns, plainLister, oursLister, inf := sb.ns, sb.plainLister, sb.oursLister, sb.inf
 	t.Logf("informers' connection on kube-apiserver %d, writer on %d", lagAt, writerAt)
 
 	phases := []lagPhase{
@@ -150,23 +112,7 @@ func testHALaggingReplica(t *testing.T, h *controlplane.HAControlPlane) {
 		res.staleRefused = after.StaleListsRefused - before.StaleListsRefused
 		res.watches = after.Watches - before.Watches
 		rows = append(rows, res.row())
-		if res.writes == 0 {
-			t.Errorf("%s: no write succeeded while the replica lagged: %v", ph.name, res.writeErrs)
-		}
-		if res.early != 0 {
-			t.Errorf("%s: %d waits returned nil before our lister held their write", ph.name, res.early)
-		}
-		if len(res.failed) != 0 {
-			t.Errorf("%s: %d waits for committed writes failed, first: %s", ph.name, len(res.failed), res.failed[0])
-		}
-		if res.unreachable != "ErrTooLargeResourceVersion" {
-			t.Errorf("%s: the wait for an unreached resource version ended with %s, want ErrTooLargeResourceVersion", ph.name, res.unreachable)
-		}
-		if res.regressions != 0 {
-			regMu.Lock()
-			t.Errorf("%s: %d regressions declared although nothing went back: %v", ph.name, res.regressions, declared)
-			regMu.Unlock()
-		}
+		sb.check(t, ph.name, res)
 		if b, err := h.Backends(ctx); err == nil {
 			t.Logf("%s: HAProxy's view of the replicas after the phase: %v", ph.name, b)
 		}

@@ -8,13 +8,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/integration/controlplane"
+	"github.com/freshinformer/freshinformer/reflector"
 )
 
 // envRequireHAProxy, set by `make integration` (which installs HAProxy),
@@ -145,4 +152,88 @@ func pctOf(n, of int) string {
 		return "0"
 	}
 	return fmt.Sprintf("%d of %d (%.0f%%)", n, of, 100*float64(n)/float64(of))
+}
+
+// sideBySide is client-go's factory beside ours on one namespace's
+// ConfigMaps, both watching through one connection, with the regressions
+// ours declares.
+type sideBySide struct {
+	ns                      string
+	plainLister, oursLister corelisters.ConfigMapLister
+	inf                     *cache.FreshInformer
+
+	mu       sync.Mutex // guards declared
+	declared []reflector.Regression
+}
+
+// startSideBySide makes a namespace named after prefix with five
+// ConfigMaps through writer, then starts both factories on watchCS
+// (beforeStart, when set, sees client-go's factory before it starts). They
+// stop when the test ends.
+func startSideBySide(t *testing.T, ctx context.Context, watchCS, writer kubernetes.Interface, prefix string, beforeStart func(informers.SharedInformerFactory)) *sideBySide {
+	t.Helper()
+	nsObj, err := writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sideBySide{ns: nsObj.Name}
+	for i := range 5 {
+		if _, err := writer.CoreV1().ConfigMaps(s.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lag-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	plain := informers.NewSharedInformerFactoryWithOptions(watchCS, 0, informers.WithNamespace(s.ns))
+	s.plainLister = plain.Core().V1().ConfigMaps().Lister()
+	if beforeStart != nil {
+		beforeStart(plain)
+	}
+	ours := cache.NewSharedInformerFactoryWithOptions(watchCS, 0, cache.WithNamespace(s.ns),
+		cache.WithInformerOptions(cache.WithRegressionHandler(func(r reflector.Regression) {
+			s.mu.Lock()
+			s.declared = append(s.declared, r)
+			s.mu.Unlock()
+		})))
+	s.oursLister = ours.Core().V1().ConfigMaps().Lister()
+	plain.Start(runCtx.Done())
+	ours.Start(runCtx.Done())
+	t.Cleanup(func() {
+		stop()
+		plain.Shutdown()
+		ours.Shutdown()
+	})
+	for _, synced := range []map[any]bool{toAny(plain.WaitForCacheSync(ctx.Done())), toAny(ours.WaitForCacheSync(ctx.Done()))} {
+		for typ, ok := range synced {
+			if !ok {
+				t.Fatalf("%v informer did not sync", typ)
+			}
+		}
+	}
+	s.inf = ours.FreshInformersForResource(corev1.Resource("configmaps"))[0]
+	return s
+}
+
+// check fails the test on what no phase may show: no write went through,
+// a wait released before our lister held its write, a failed wait for a
+// committed write, a wait for an unreached resource version that did not
+// fail as too large, a regression declared.
+func (s *sideBySide) check(t *testing.T, name string, res lagResult) {
+	t.Helper()
+	if res.writes == 0 {
+		t.Errorf("%s: no write succeeded: %v", name, res.writeErrs)
+	}
+	if res.early != 0 {
+		t.Errorf("%s: %d waits returned nil before our lister held their write", name, res.early)
+	}
+	if len(res.failed) != 0 {
+		t.Errorf("%s: %d waits for committed writes failed, first: %s", name, len(res.failed), res.failed[0])
+	}
+	if res.unreachable != "ErrTooLargeResourceVersion" {
+		t.Errorf("%s: the wait for an unreached resource version ended with %s, want ErrTooLargeResourceVersion", name, res.unreachable)
+	}
+	if res.regressions != 0 {
+		s.mu.Lock()
+		t.Errorf("%s: %d regressions declared although nothing went back: %v", name, res.regressions, s.declared)
+		s.mu.Unlock()
+	}
 }

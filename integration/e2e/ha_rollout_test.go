@@ -1,20 +1,14 @@
 package e2e
 
 import (
-	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 
-	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/integration/testenv"
-	"github.com/freshinformer/freshinformer/reflector"
 )
 
 var rolloutHeader = []string{"replica", "writes while down", "failed writes", "plain lister stale", "early wake-ups", "failed waits", "wait p50", "wait p99", "wait max", "plain lister shows p99", "wait for an unreached RV", "regressions declared", "watch requests"}
@@ -34,44 +28,11 @@ func testHARollout(t *testing.T, h *controlplane.HAControlPlane) {
 	ctx := testenv.Context(t, 8*time.Minute)
 	watchCS, watchAt := haClient(t, ctx, h)
 	writer, writerAt := writerAvoiding(t, ctx, h, watchAt)
-	nsObj, err := writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ha-rollout-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := nsObj.Name
-	for i := range 5 {
-		if _, err := writer.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lag-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var regMu sync.Mutex
-	var declared []reflector.Regression
-	runCtx, stop := context.WithCancel(ctx)
-	plain := informers.NewSharedInformerFactoryWithOptions(watchCS, 0, informers.WithNamespace(ns))
-	plainLister := plain.Core().V1().ConfigMaps().Lister()
-	arrivals := watchPlain(t, plain.Core().V1().ConfigMaps().Informer())
-	ours := cache.NewSharedInformerFactoryWithOptions(watchCS, 0, cache.WithNamespace(ns),
-		cache.WithInformerOptions(cache.WithRegressionHandler(func(r reflector.Regression) {
-			regMu.Lock()
-			declared = append(declared, r)
-			regMu.Unlock()
-		})))
-	oursLister := ours.Core().V1().ConfigMaps().Lister()
-	plain.Start(runCtx.Done())
-	ours.Start(runCtx.Done())
-	defer func() {
-		stop()
-		plain.Shutdown()
-		ours.Shutdown()
-	}()
-	for _, synced := range []map[any]bool{toAny(plain.WaitForCacheSync(ctx.Done())), toAny(ours.WaitForCacheSync(ctx.Done()))} {
-		for typ, ok := range synced {
-			if !ok {
-				t.Fatalf("%v informer did not sync", typ)
-			}
-		}
-	}
-	inf := ours.FreshInformersForResource(corev1.Resource("configmaps"))[0]
+	var arrivals *plainArrivals
+	sb := startSideBySide(t, ctx, watchCS, writer, "ha-rollout-", func(plain informers.SharedInformerFactory) {
+		arrivals = watchPlain(t, plain.Core().V1().ConfigMaps().Informer())
+	})
+	ns, plainLister, oursLister, inf := sb.ns, sb.plainLister, sb.oursLister, sb.inf
 	t.Logf("informers' connection on kube-apiserver %d, writer on %d", watchAt, writerAt)
 
 	var phases []lagPhase
@@ -91,23 +52,7 @@ func testHARollout(t *testing.T, h *controlplane.HAControlPlane) {
 			pctOf(res.plainStale, res.writes), strconv.Itoa(res.early), strconv.Itoa(len(res.failed)),
 			ms(res.waits.pct(0.5)), ms(res.waits.pct(0.99)), ms(res.waits.max()), ms(res.plainShows.pct(0.99)), res.unreachable,
 			strconv.FormatUint(res.regressions, 10), strconv.FormatUint(res.watches, 10)})
-		if res.writes == 0 {
-			t.Errorf("%s: no write succeeded: %v", ph.name, res.writeErrs)
-		}
-		if res.early != 0 {
-			t.Errorf("%s: %d waits returned nil before our lister held their write", ph.name, res.early)
-		}
-		if len(res.failed) != 0 {
-			t.Errorf("%s: %d waits for committed writes failed, first: %s", ph.name, len(res.failed), res.failed[0])
-		}
-		if res.unreachable != "ErrTooLargeResourceVersion" {
-			t.Errorf("%s: the wait for an unreached resource version ended with %s, want ErrTooLargeResourceVersion", ph.name, res.unreachable)
-		}
-		if res.regressions != 0 {
-			regMu.Lock()
-			t.Errorf("%s: %d regressions declared although nothing went back: %v", ph.name, res.regressions, declared)
-			regMu.Unlock()
-		}
+		sb.check(t, ph.name, res)
 		if len(res.writeErrs) > 0 {
 			t.Logf("%s: %d writes failed while it restarted (tolerated), first: %s", ph.name, len(res.writeErrs), res.writeErrs[0])
 		}
