@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/freshinformer/freshinformer/cache"
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/integration/testenv"
+)
+
+// client-go's own idiom on the real control plane: `go inf.RunWithContext(ctx)`,
+// then waits at once from other goroutines, for a write the server has
+// committed. None may fail with ErrNotStarted (the Run goroutine may not
+// have been scheduled yet); each returns nil with the write in the
+// indexer. An informer nobody starts fails with ErrNotStarted within the
+// start grace, not at its context's end.
+func TestWaitRightAfterGoRunOnTheRealServer(t *testing.T) {
+	cs := testenv.Clientset(t)
+	ns := testenv.Namespace(t)
+	ctx := testenv.Context(t, time.Minute)
+	newInformer := func() *cache.FreshInformer {
+		lw := toolscache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", ns, fields.Everything())
+		return cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	}
+	for round := range 3 {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "go-run-"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inf := newInformer()
+		runCtx, stop := context.WithCancel(ctx)
+		var run sync.WaitGroup
+		run.Go(func() { inf.RunWithContext(runCtx) })
+		var waits sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			waits.Go(func() {
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				errs <- inf.WaitForFreshness(wctx, cm.ResourceVersion)
+			})
+		}
+		waits.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("round %d: WaitForFreshness(%s) right after go RunWithContext = %v, want nil", round, cm.ResourceVersion, err)
+			}
+		}
+		if _, ok, _ := inf.GetIndexer().GetByKey(ns + "/" + cm.Name); !ok {
+			t.Errorf("round %d: the wait returned but the indexer lacks %s", round, cm.Name)
+		}
+		stop()
+		run.Wait()
+	}
+
+	never := newInformer()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := never.WaitForFreshness(wctx, "1")
+	if took := time.Since(start); !errors.Is(err, freshness.ErrNotStarted) || took > 5*time.Second {
+		t.Fatalf("WaitForFreshness on an informer never started = %v after %v, want ErrNotStarted within the start grace", err, took)
+	}
+}
