@@ -24,11 +24,13 @@ func (c *ControlPlane) withEtcd(ctx context.Context, op string, f func(context.C
 	if stopped {
 		return ErrStopped
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{c.EtcdEndpoint()},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	return withEtcdClient(ctx, op, []string{c.EtcdEndpoint()}, f)
+}
+
+// withEtcdClient runs f, bounded to 10 s, with a short-lived etcd v3 client
+// of endpoints; its errors are *Error.
+func withEtcdClient(ctx context.Context, op string, endpoints []string, f func(context.Context, *clientv3.Client) error) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return &Error{Component: ComponentEtcd, Op: op, Err: err}
 	}

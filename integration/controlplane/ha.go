@@ -18,7 +18,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -655,17 +654,7 @@ func (h *HAControlPlane) withEtcdMembers(ctx context.Context, op string, f func(
 			eps = append(eps, m.url())
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return &Error{Component: ComponentEtcd, Op: op, Err: err}
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := f(ctx, cli); err != nil {
-		return &Error{Component: ComponentEtcd, Op: op, Err: err}
-	}
-	return nil
+	return withEtcdClient(ctx, op, eps, f)
 }
 
 // EtcdRevision returns the cluster's current revision (a quorum read).
