@@ -21,7 +21,8 @@ import (
 // then waits at once from other goroutines, for a write the server has
 // committed. None may fail with ErrNotStarted (the Run goroutine may not
 // have been scheduled yet); each returns nil with the write in the
-// indexer. An informer nobody starts fails with ErrNotStarted within the
+// indexer. The same through the drop-in factory's getter and Start. An
+// informer nobody starts fails with ErrNotStarted within the
 // start grace, not at its context's end.
 func TestWaitRightAfterGoRunOnTheRealServer(t *testing.T) {
 	cs := testenv.Clientset(t)
@@ -63,11 +64,32 @@ func TestWaitRightAfterGoRunOnTheRealServer(t *testing.T) {
 		run.Wait()
 	}
 
+	// The drop-in factory, as a user writes it: the getter, Start, and a
+	// wait at once through cache.WaitForFreshness.
+	cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "factory-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := cache.NewSharedInformerFactory(cs, 0, cache.WithNamespace(ns))
+	informer := factory.Core().V1().ConfigMaps().Informer()
+	fctx, stopFactory := context.WithCancel(ctx)
+	factory.Start(fctx.Done())
+	wctxF, cancelF := context.WithTimeout(ctx, 30*time.Second)
+	err = cache.WaitForFreshness(wctxF, informer, cm.ResourceVersion)
+	cancelF()
+	if err != nil {
+		t.Errorf("cache.WaitForFreshness right after the factory's Start = %v, want nil", err)
+	} else if _, ok, _ := informer.GetIndexer().GetByKey(ns + "/" + cm.Name); !ok {
+		t.Errorf("the wait returned but the factory's indexer lacks %s", cm.Name)
+	}
+	stopFactory()
+	factory.Shutdown()
+
 	never := newInformer()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := never.WaitForFreshness(wctx, "1")
+	err = never.WaitForFreshness(wctx, "1")
 	if took := time.Since(start); !errors.Is(err, freshness.ErrNotStarted) || took > 5*time.Second {
 		t.Fatalf("WaitForFreshness on an informer never started = %v after %v, want ErrNotStarted within the start grace", err, took)
 	}
