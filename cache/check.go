@@ -2,12 +2,10 @@ package cache
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -139,63 +137,4 @@ func (f *FreshInformer) beginRestore(reason reflector.RegressionReason, server, 
 	f.declare = append(f.declare, reflector.Regression{Reason: reason, ListResourceVersion: server.String(), Floor: floor.String(),
 		Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample})
 	f.guard.RequestRelist()
-}
-
-// guardOwner is what the informer is to its Guard (guard.Owner).
-type guardOwner struct{ f *FreshInformer }
-
-func (o guardOwner) Floor() (proven freshness.RV, relisting bool) {
-	v := o.f.trust.View()
-	return v.Proven, v.State == trust.Restoring
-}
-
-func (o guardOwner) Stamp() guard.Stamp {
-	st := o.f.trust.View().Stamp
-	return st
-}
-
-func (o guardOwner) Regressing() { o.f.trust.Regressed() }
-
-func (o guardOwner) Broken() { o.f.trust.Failed().Run() }
-
-// Resuming decides how the stream resumes after it broke (a failed
-// request, a stream ended early): the server may have restarted from a
-// restored etcd, whose history the resumed watch would not show. An
-// informer of up to the restore check's size relists (client-go's
-// Reflector does too after an apiserver restart: the restarted watch
-// cache has no history to resume from); a larger one runs the restore
-// check (one consistent read of the first objects and the server's
-// resource version) and resumes if it answers. The Reflector waits for
-// either.
-func (o guardOwner) Resuming(ctx context.Context) (relist bool) {
-	f := o.f
-	if !f.trust.View().Outage {
-		return false
-	}
-	if n := f.restoreCheckKeys(); n == 0 || f.cachedKeys.Load() <= int64(n) {
-		return true
-	}
-	f.resumeChecks.Add(1)
-	st := f.trust.View().Stamp
-	f.trust.Checking()
-	defer func() { f.trust.CheckDone().Run() }()
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	if !f.checkServer(ctx, st) {
-		return true
-	}
-	f.trust.Answered(st).Run()
-	return false
-}
-
-// parseInitialFloor validates Options.InitialFloor ("" for none).
-func parseInitialFloor(s string) (freshness.RV, error) {
-	if s == "" {
-		return freshness.RV{}, nil
-	}
-	rv, err := freshness.ParseRV(s)
-	if err != nil {
-		return freshness.RV{}, fmt.Errorf("initial floor: %w", err)
-	}
-	return rv, nil
 }
