@@ -2,12 +2,12 @@
 // one place that decides when a wait for a resource version returns
 // (package cache's documentation, "When a wait returns", draws it).
 // Everything that can move the applied position or put it in doubt
-// submits its evidence to a Trust: applied events, bookmarks and lists;
-// snapshot and bookmark proofs; failed requests and broken streams;
-// restore checks; regressions found and declared. Evidence carries the
-// Stamp of the request it came from: a proof from an older epoch, or sent
-// before a failure, is void. One function, publishLocked, turns the state
-// into what waits see.
+// submits its evidence to a Trust through one method, Submit, as one of
+// eight kinds (evidence.go): Stream, List, Proof, Read, Regression,
+// Failure, Check and Run. Evidence carries the Stamp of the request it
+// came from: a proof from an older epoch, or sent before a failure, is
+// void. One function, publishLocked, turns the state into what waits see;
+// Taken and Placed are the decisions for what the queue hands on.
 package trust
 
 import (
@@ -25,19 +25,19 @@ import (
 // Guard's, and before nothing. The callbacks a change releases are
 // returned as a Due, for the caller to run once it holds no lock.
 //
-// The position (applied) and State change only in the calls marked
-// "apply lock held", which the owner makes holding its apply lock, so that
-// they change only with the indexer: the owner reads them under that lock
-// alone (Owned).
+// The position (applied) and State change only with evidence marked
+// "apply lock held", which the owner submits holding its apply lock, so
+// that they change only with the indexer: the decisions made for that
+// lock's holder (Taken, Placed, Over) read them under it alone.
 type Trust struct {
 	// StartGrace is how long a wait on an informer not started waits for
-	// it before failing with freshness.ErrNotStarted (see Start). Set
+	// it before failing with freshness.ErrNotStarted (Run evidence). Set
 	// before use.
 	StartGrace time.Duration
 
 	waits rvwait.Set[freshness.RV]
 
-	// started: Run began, or is about to (Start); begun is closed then.
+	// started: Run began, or is about to (Run evidence); begun is closed then.
 	started atomic.Bool
 	begun   chan struct{}
 	// askedAt is when a wait or check first found the informer not
@@ -135,41 +135,25 @@ func (t *Trust) openLocked() bool {
 	return t.state == Trusted && !t.outage && t.checks == 0 && t.declaring == 0
 }
 
-// update runs change under the lock, then publishes.
-func (t *Trust) update(change func()) rvwait.Due {
+// Submit is the one way evidence enters: it applies e under the lock,
+// then publishes what waits see (publishLocked). It returns the callbacks
+// the change released, for the caller to run once it holds no lock, and
+// whether the evidence counted (each kind says what that means). After
+// Stop, nothing counts.
+func (t *Trust) Submit(e Evidence) (due rvwait.Due, taken bool) {
 	t.waits.Lock()
 	defer t.waits.Unlock()
 	if t.stopped {
-		return nil
+		return nil, false
 	}
-	change()
-	return t.publishLocked()
+	taken = e.apply(t)
+	return t.publishLocked(), taken
 }
 
 func (t *Trust) read(f func()) {
 	t.waits.Lock()
 	defer t.waits.Unlock()
 	f()
-}
-
-// --- evidence from the stream (apply lock held) ----------------------------
-
-// Advance moves applied to rv, an applied event's or bookmark's, and on to
-// the bookmark proofs that start at or below it.
-func (t *Trust) Advance(rv freshness.RV) rvwait.Due {
-	return t.update(func() {
-		switch t.state {
-		case Syncing: // after a list at "0": the first comparable position
-			t.state, t.applied = Trusted, rv
-		case Trusted:
-			if rv.Compare(t.applied) > 0 {
-				t.applied = rv
-			}
-		default:
-			return
-		}
-		t.closeGapsLocked()
-	})
 }
 
 func (t *Trust) closeGapsLocked() {
@@ -194,67 +178,6 @@ func (t *Trust) raiseLocked(rv freshness.RV) {
 	}
 }
 
-// Listed records an applied list at rv, requested at st: the position is
-// the list's (it starts over after Syncing, Plain or Restoring, follows a
-// declared regression back, or moves up); a list requested after the last
-// failure ends an outage.
-func (t *Trust) Listed(rv freshness.RV, st Stamp) rvwait.Due {
-	return t.update(func() {
-		t.state, t.applied, t.plainErr = Trusted, rv, nil
-		if rv.Compare(t.proven) < 0 {
-			t.proven = freshness.RV{}
-		}
-		if st.Failures == t.failures {
-			t.outage = false
-		}
-		t.closeGapsLocked()
-	})
-}
-
-// ListedAtZero records an applied list at "0", which names no position (a
-// fake source listing nothing; API servers never list at "0").
-func (t *Trust) ListedAtZero(st Stamp) rvwait.Due {
-	return t.update(func() {
-		t.state, t.applied, t.proven, t.plainErr = Syncing, freshness.RV{}, freshness.RV{}, nil
-		if st.Failures == t.failures {
-			t.outage = false
-		}
-	})
-}
-
-// Incomparable enters Plain: every wait fails with err. Applied stays what
-// the cache last reached in order.
-func (t *Trust) Incomparable(err error) rvwait.Due {
-	return t.update(func() {
-		t.state, t.plainErr, t.proven, t.gaps = Plain, err, freshness.RV{}, nil
-		t.outage = false // nothing is told "fresh" anyway
-	})
-}
-
-// --- evidence off the stream ------------------------------------------------
-
-// Proved records a snapshot proof (apply lock held): the cache holds the
-// server's state at rv. It reports false if the proof is void.
-func (t *Trust) Proved(rv freshness.RV, st Stamp) (ok bool, due rvwait.Due) {
-	due = t.update(func() {
-		if ok = t.provesNowLocked(st); ok {
-			t.raiseLocked(rv)
-		}
-	})
-	return ok, due
-}
-
-// ProvedGap records a bookmark proof (apply lock held): the stream holds
-// no event in (lo, hi], so once applied reaches lo it moves to hi.
-func (t *Trust) ProvedGap(lo, hi freshness.RV, st Stamp) rvwait.Due {
-	return t.update(func() {
-		if t.provesNowLocked(st) {
-			t.gaps = append(t.gaps, gap{lo: lo, hi: hi})
-			t.closeGapsLocked()
-		}
-	})
-}
-
 // provesNowLocked reports whether a proof whose request was sent at st
 // still speaks for the cache: no regression was found since (the history
 // it compared was not rewritten), and no request failed nor stream broke
@@ -264,110 +187,117 @@ func (t *Trust) provesNowLocked(st Stamp) bool {
 	return st.Epoch == t.epoch && st.Failures == t.failures && t.state == Trusted
 }
 
-// Found records a regression found (apply lock held), to be declared once
-// that lock is released (Declared): waits are held until then. rewritten
-// says the cache's history changed: proofs in flight are void.
-func (t *Trust) Found(rewritten bool) rvwait.Due {
-	return t.update(func() {
-		if rewritten {
-			t.newEpochLocked()
-		}
-		t.declaring++
-	})
-}
-
-// Declared ends Found's and Restore's holds, once n regressions are
-// declared.
-func (t *Trust) Declared(n int) rvwait.Due {
-	return t.update(func() { t.declaring -= n })
-}
-
-// Regressed records that the Guard admitted a list older than the floor,
-// to be declared as it is applied: proofs in flight are void (the floor
-// follows the list).
-func (t *Trust) Regressed() {
-	t.update(t.newEpochLocked)
-}
-
 func (t *Trust) newEpochLocked() {
 	t.epoch++
 	t.proven, t.gaps = freshness.RV{}, nil
 }
 
-// Restore declares that the server's history went back, shown by a read
-// requested at st (apply lock held): the position is forgotten until the
-// relist, and waits are held until the restore is declared too (Declared).
-// It reports false if a regression found since voids the read, or nothing
-// is trusted to lose.
-func (t *Trust) Restore(st Stamp) (begun bool, due rvwait.Due) {
-	due = t.update(func() {
-		if st.Epoch != t.epoch || t.state != Trusted {
-			return
-		}
-		t.newEpochLocked()
-		t.state, t.restoreEpoch, t.applied = Restoring, t.epoch, freshness.RV{}
-		t.declaring++
-		begun = true
-	})
-	return begun, due
+// --- the decisions for what the queue hands on (apply lock held) -----------
+
+// Take is a Trust's decision for a change taken from the queue (Taken).
+type Take uint8
+
+const (
+	// Apply the change.
+	Apply Take = iota
+	// Drop it: a declared restore waits for its relist, and the change
+	// is of the history the server lost (an event queued before the
+	// relist, or a list requested before the restore was declared).
+	// Applied, it would show handlers states the relist takes back.
+	Drop
+	// Relist: apply the list; it is the declared restore's relist. If it
+	// is not applied after all, the owner asks for another.
+	Relist
+)
+
+// Taken decides, for the owner holding its apply lock, what becomes of a
+// change taken from the queue: a list (requested with st) or an event.
+func (t *Trust) Taken(list bool, st Stamp) Take {
+	switch {
+	case t.state != Restoring:
+		return Apply
+	case list && st.Epoch >= t.restoreEpoch:
+		return Relist
+	default:
+		return Drop
+	}
 }
 
-// Failed records a failed request or a broken stream: the server may be
-// restarting, and may come back from a restored etcd. No wait returns nil
-// until a list or restore check requested after it answers.
-func (t *Trust) Failed() rvwait.Due {
-	return t.update(func() {
-		t.failures++
-		t.outage = t.state != Plain
-	})
+// Place is where an event stands against the stream (Placed).
+type Place int8
+
+const (
+	// Unplaced: there is no position to order it against (not trusted),
+	// or its resource version is malformed.
+	Unplaced Place = iota
+	// Ahead of the stream: newer than anything it delivered.
+	Ahead
+	// At the stream's position: a duplicate, or (for a key not cached) a
+	// replay, every event having a resource version of its own.
+	At
+	// Behind the stream: out of order, a stream's resource versions only
+	// growing.
+	Behind
+)
+
+// Placed orders an event at rv against the stream's position, for the
+// owner holding its apply lock: applied, or stream when a snapshot proof
+// moved applied past what the stream delivered (nonzero then). It also
+// returns the position it compared with (for the log).
+func (t *Trust) Placed(rv freshness.RV, rvErr error, stream freshness.RV) (Place, freshness.RV) {
+	if rvErr != nil || t.state != Trusted {
+		return Unplaced, t.applied
+	}
+	against := t.applied
+	if !stream.IsZero() {
+		against = stream
+	}
+	switch c := against.Compare(rv); {
+	case c > 0:
+		return Behind, against
+	case c == 0:
+		return At, against
+	default:
+		return Ahead, against
+	}
 }
 
-// Checking records a restore check starting: waits are held until
-// CheckDone.
-func (t *Trust) Checking() {
-	t.update(func() { t.checks++ })
-}
-
-// CheckDone ends Checking's hold.
-func (t *Trust) CheckDone() rvwait.Due {
-	return t.update(func() { t.checks-- })
-}
-
-// Answered records that a restore check requested at st answered: it ends
-// an outage that began before it.
-func (t *Trust) Answered(st Stamp) rvwait.Due {
-	return t.update(func() {
-		if st.Failures == t.failures {
-			t.outage = false
-		}
-	})
-}
-
-// TooLarge fails the waits that joined by seq for targets above server, a
-// consistent read's resource version sent then: the server has not
-// reached them.
-func (t *Trust) TooLarge(server freshness.RV, seq uint64) rvwait.Due {
-	return t.update(func() {
-		if t.state == Trusted { // what else stands (a restore, Plain) says more
-			t.beyond = &serverRead{rv: server, seq: seq}
-		}
-	})
-}
-
-// Stop releases every wait not reached with freshness.ErrStopped, for good.
-func (t *Trust) Stop() rvwait.Due {
-	return t.update(func() { t.stopped = true })
+// Over is the position a list is compared with, for the owner holding its
+// apply lock: applied while trusted; none (zero) when starting over
+// (syncing, plain, restoring).
+func (t *Trust) Over() freshness.RV {
+	if t.state == Trusted {
+		return t.applied
+	}
+	return freshness.RV{}
 }
 
 // --- reads ------------------------------------------------------------------
 
-// Owned returns the state and applied without the lock, for the owner
-// holding its apply lock (they change only under it).
-func (t *Trust) Owned() (State, freshness.RV) { return t.state, t.applied }
+// Stamp returns the stamp of a request sent now, for its evidence.
+func (t *Trust) Stamp() (st Stamp) {
+	t.read(func() { st = Stamp{Epoch: t.epoch, Failures: t.failures} })
+	return st
+}
 
-// RelistOwned reports, for the owner holding its apply lock while
-// Restoring, whether a list requested at st is the restore's relist.
-func (t *Trust) RelistOwned(st Stamp) bool { return st.Epoch >= t.restoreEpoch }
+// Floor decides where a Guard's requests must start and its lists must
+// reach, given delivered, the newest resource version its queue handed
+// on: the newer of that and the position proofs reached in this epoch;
+// none while a declared restore waits for its relist (restoring: the next
+// list is a consistent read, accepted whatever its resource version).
+func (t *Trust) Floor(delivered freshness.RV) (floor freshness.RV, restoring bool) {
+	t.read(func() {
+		switch {
+		case t.state == Restoring:
+			restoring = true
+		case t.proven.Compare(delivered) > 0:
+			floor = t.proven
+		default:
+			floor = delivered
+		}
+	})
+	return floor, restoring
+}
 
 // View is a Trust at one moment.
 type View struct {
@@ -409,7 +339,7 @@ func (t *Trust) Reached(target freshness.RV) bool {
 
 // Wait blocks until target is reached as published, ctx ends, or waits
 // fail; its errors are *freshness.WaitError. Before the informer starts,
-// it waits for the start first (see Start).
+// it waits for the start first (awaitStart).
 func (t *Trust) Wait(ctx context.Context, target freshness.RV) error {
 	var before time.Duration // waited for the start
 	if !t.started.Load() {
@@ -426,22 +356,13 @@ func (t *Trust) Wait(ctx context.Context, target freshness.RV) error {
 
 // --- the start ----------------------------------------------------------------
 
-// Start records that the informer's Run began, or that a factory's Start
-// is about to run it: waits go on as on a running informer.
-func (t *Trust) Start() {
-	t.read(func() {
-		if !t.started.Swap(true) && t.begun != nil {
-			close(t.begun)
-		}
-	})
-}
-
-// Started reports whether Start was called.
+// Started reports whether the informer's Run began, or a factory's Start
+// is about to run it (Run evidence).
 func (t *Trust) Started() bool { return t.started.Load() }
 
 // awaitStart is the one decision for a wait on an informer not started:
 // nobody can see a `go inf.Run(ctx)` that has not run yet, so the wait
-// gives it StartGrace. It returns nil once Start is called,
+// gives it StartGrace. It returns nil once Run evidence is submitted,
 // freshness.ErrNotStarted once the grace has passed without it, and, if
 // ctx ends first, an error matching both ctx's error and
 // freshness.ErrNotStarted.

@@ -25,10 +25,10 @@ func rv(t *testing.T, s string) freshness.RV {
 // listedAt returns a Trust trusted at s.
 func listedAt(t *testing.T, s string) *Trust {
 	t.Helper()
-	var tr Trust
-	tr.Start()
-	tr.Listed(rv(t, s), tr.View().Stamp).Run()
-	return &tr
+	tr := new(Trust)
+	submit(tr, Run{})
+	submit(tr, List{RV: rv(t, s), Stamp: tr.Stamp()})
+	return tr
 }
 
 // What waits see, in each state and doubt (the package doc's table).
@@ -40,12 +40,12 @@ func TestWhatWaitsSee(t *testing.T) {
 		check   error // Check(50)'s cause when not reached
 	}{
 		{"trusted", func(*testing.T, *Trust) {}, true, nil},
-		{"syncing", func(t *testing.T, tr *Trust) { tr.ListedAtZero(tr.View().Stamp).Run() }, false, freshness.ErrNotFresh},
-		{"outage", func(_ *testing.T, tr *Trust) { tr.Failed().Run() }, false, freshness.ErrNotFresh},
-		{"restore check", func(_ *testing.T, tr *Trust) { tr.Checking() }, false, freshness.ErrNotFresh},
-		{"regression found", func(_ *testing.T, tr *Trust) { tr.Found(false).Run() }, false, freshness.ErrNotFresh},
-		{"restoring", func(t *testing.T, tr *Trust) { tr.Restore(tr.View().Stamp) }, false, freshness.ErrNotFresh},
-		{"plain", func(_ *testing.T, tr *Trust) { tr.Incomparable(freshness.ErrIncomparable).Run() }, false, freshness.ErrIncomparable},
+		{"syncing", func(t *testing.T, tr *Trust) { submit(tr, List{AtZero: true, Stamp: tr.Stamp()}) }, false, freshness.ErrNotFresh},
+		{"outage", func(_ *testing.T, tr *Trust) { submit(tr, Failure{}) }, false, freshness.ErrNotFresh},
+		{"restore check", func(_ *testing.T, tr *Trust) { submit(tr, Check{}) }, false, freshness.ErrNotFresh},
+		{"regression found", func(_ *testing.T, tr *Trust) { submit(tr, Regression{Step: Found, Rewritten: false}) }, false, freshness.ErrNotFresh},
+		{"restoring", func(t *testing.T, tr *Trust) { submit(tr, Read{Shows: ReadRestored, Stamp: tr.Stamp()}) }, false, freshness.ErrNotFresh},
+		{"plain", func(_ *testing.T, tr *Trust) { submit(tr, List{Unordered: freshness.ErrIncomparable}) }, false, freshness.ErrIncomparable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := listedAt(t, "100")
@@ -67,19 +67,19 @@ func TestWhatWaitsSee(t *testing.T) {
 // last failure; not at one requested before it.
 func TestOutageEndsAtEvidenceSentAfterIt(t *testing.T) {
 	tr := listedAt(t, "100")
-	before := tr.View().Stamp
-	tr.Failed().Run()
-	tr.Listed(rv(t, "110"), before).Run()
-	tr.Answered(before).Run()
+	before := tr.Stamp()
+	submit(tr, Failure{})
+	submit(tr, List{RV: rv(t, "110"), Stamp: before})
+	submit(tr, Read{Shows: ReadAnswered, Stamp: before})
 	if tr.Reached(rv(t, "50")) {
 		t.Fatal("evidence requested before the failure ended the outage")
 	}
-	tr.Answered(tr.View().Stamp).Run()
+	submit(tr, Read{Shows: ReadAnswered, Stamp: tr.Stamp()})
 	if !tr.Reached(rv(t, "110")) {
 		t.Fatal("a check answered after the failure did not end the outage")
 	}
-	tr.Failed().Run()
-	tr.Listed(rv(t, "120"), tr.View().Stamp).Run()
+	submit(tr, Failure{})
+	submit(tr, List{RV: rv(t, "120"), Stamp: tr.Stamp()})
 	if !tr.Reached(rv(t, "120")) {
 		t.Fatal("a list requested after the failure did not end the outage")
 	}
@@ -89,19 +89,19 @@ func TestOutageEndsAtEvidenceSentAfterIt(t *testing.T) {
 // its request was sent.
 func TestStaleProofsAreVoid(t *testing.T) {
 	for name, since := range map[string]func(*Trust){
-		"regression": func(tr *Trust) { tr.Regressed() },
-		"failure":    func(tr *Trust) { tr.Failed().Run(); tr.Answered(tr.View().Stamp).Run() },
+		"regression": func(tr *Trust) { submit(tr, Regression{Step: Admitted}) },
+		"failure":    func(tr *Trust) { submit(tr, Failure{}); submit(tr, Read{Shows: ReadAnswered, Stamp: tr.Stamp()}) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := listedAt(t, "100")
-			st := tr.View().Stamp
+			st := tr.Stamp()
 			since(tr)
-			tr.ProvedGap(rv(t, "100"), rv(t, "150"), st).Run()
-			if ok, _ := tr.Proved(rv(t, "150"), st); ok || tr.Reached(rv(t, "101")) {
+			submit(tr, Proof{From: rv(t, "100"), To: rv(t, "150"), Stamp: st})
+			if submit(tr, Proof{To: rv(t, "150"), Stamp: st}) || tr.Reached(rv(t, "101")) {
 				t.Fatalf("a proof sent before the %s moved the position to %s", name, tr.View().Applied)
 			}
-			now := tr.View().Stamp
-			tr.ProvedGap(rv(t, "100"), rv(t, "150"), now).Run()
+			now := tr.Stamp()
+			submit(tr, Proof{From: rv(t, "100"), To: rv(t, "150"), Stamp: now})
 			if !tr.Reached(rv(t, "150")) || tr.View().Proven != rv(t, "150") {
 				t.Fatalf("a proof sent now did not count: %+v", tr.View())
 			}
@@ -112,11 +112,11 @@ func TestStaleProofsAreVoid(t *testing.T) {
 // A bookmark proof waits for applied to reach its start.
 func TestGapClosesWhenAppliedReachesItsStart(t *testing.T) {
 	tr := listedAt(t, "100")
-	tr.ProvedGap(rv(t, "120"), rv(t, "150"), tr.View().Stamp).Run()
+	submit(tr, Proof{From: rv(t, "120"), To: rv(t, "150"), Stamp: tr.Stamp()})
 	if tr.Reached(rv(t, "121")) {
 		t.Fatal("the gap closed before applied reached its start")
 	}
-	tr.Advance(rv(t, "120")).Run()
+	submit(tr, Stream{RV: rv(t, "120")})
 	if !tr.Reached(rv(t, "150")) || tr.View().Advances != 1 {
 		t.Fatalf("the gap did not close at its start: %+v", tr.View())
 	}
@@ -126,30 +126,30 @@ func TestGapClosesWhenAppliedReachesItsStart(t *testing.T) {
 // it back is declared; a restore forgets it until its relist.
 func TestShownGoesBackOnlyOnceDeclared(t *testing.T) {
 	tr := listedAt(t, "100")
-	tr.Found(true).Run()
-	tr.Listed(rv(t, "60"), tr.View().Stamp).Run()
+	submit(tr, Regression{Step: Found, Rewritten: true})
+	submit(tr, List{RV: rv(t, "60"), Stamp: tr.Stamp()})
 	if v := tr.View(); v.Shown != rv(t, "100") || v.Applied != rv(t, "60") || tr.Reached(rv(t, "60")) {
 		t.Fatalf("before the declaration: %+v", v)
 	}
-	tr.Declared(1).Run()
+	submit(tr, Regression{Step: Declared, N: 1})
 	if v := tr.View(); v.Shown != rv(t, "60") || !tr.Reached(rv(t, "60")) {
 		t.Fatalf("after the declaration: %+v", v)
 	}
-	st := tr.View().Stamp
-	if begun, _ := tr.Restore(st); !begun {
+	st := tr.Stamp()
+	if !submit(tr, Read{Shows: ReadRestored, Stamp: st}) {
 		t.Fatal("the restore was not begun")
 	}
-	if begun, _ := tr.Restore(st); begun {
+	if submit(tr, Read{Shows: ReadRestored, Stamp: st}) {
 		t.Fatal("one restore, found by two reads, was begun twice")
 	}
-	if !tr.RelistOwned(tr.View().Stamp) || tr.RelistOwned(st) {
-		t.Fatal("RelistOwned does not tell the relist from a list requested before the restore")
+	if tr.Taken(true, tr.Stamp()) != Relist || tr.Taken(true, st) != Drop {
+		t.Fatal("Taken does not tell the relist from a list requested before the restore")
 	}
-	tr.Declared(1).Run()
+	submit(tr, Regression{Step: Declared, N: 1})
 	if v := tr.View(); v.State != Restoring || !v.Shown.IsZero() || tr.Reached(rv(t, "1")) {
 		t.Fatalf("restoring: %+v", v)
 	}
-	tr.Listed(rv(t, "70"), tr.View().Stamp).Run()
+	submit(tr, List{RV: rv(t, "70"), Stamp: tr.Stamp()})
 	if !tr.Reached(rv(t, "70")) {
 		t.Fatal("the relist did not end the restore")
 	}
@@ -165,11 +165,11 @@ func TestTooLargeAndStop(t *testing.T) {
 	for tr.View().Pending != 1 {
 		runtime.Gosched()
 	}
-	tr.TooLarge(rv(t, "200"), tr.View().Seq).Run()
+	submit(tr, Read{Shows: ReadBehindWaits, Server: rv(t, "200"), Seq: tr.View().Seq})
 	if err := <-far; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
 		t.Fatalf("Wait(500) with the server at 200 = %v", err)
 	}
-	tr.Stop().Run()
+	submit(tr, Run{Stopped: true})
 	if err := tr.Wait(ctx, rv(t, "101")); !errors.Is(err, freshness.ErrStopped) {
 		t.Fatalf("Wait after Stop = %v", err)
 	}
