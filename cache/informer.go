@@ -146,6 +146,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
+		Trust:                 &f.trust,
 		Owner:                 guardOwner{f},
 		InitialFloor:          initialFloor,
 		ConsistentInitialList: options.ConsistentInitialList,
@@ -180,7 +181,7 @@ func (f *FreshInformer) listIsCompressed(limit int) bool {
 
 // starting tells the informer its factory's Start is about to run it, so
 // that a wait right after Start does not find it never started.
-func (f *FreshInformer) starting() { f.trust.Start() }
+func (f *FreshInformer) starting() { f.trust.Submit(trust.Run{}) }
 
 // log returns the logger of the informer's run (klog.Background before it).
 func (f *FreshInformer) log() klog.Logger {
@@ -254,7 +255,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		return
 	}
 	f.running = true
-	f.trust.Start()
+	f.trust.Submit(trust.Run{})
 	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
 	if f.staleReads != nil {
@@ -313,7 +314,8 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	f.mu.Unlock()
 	f.checks.Stop()
 	f.quiet.sched.Stop()
-	f.trust.Stop().Run()
+	due, _ := f.trust.Submit(trust.Run{Stopped: true})
+	due.Run()
 	close(stopProcessor)
 	wg.Wait()
 	if f.metrics != nil {

@@ -5,26 +5,14 @@ import (
 	"fmt"
 
 	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
-// guardOwner is what the informer is to its Guard (guard.Owner).
+// guardOwner is what the informer is to its Guard (guard.Owner): the
+// Guard submits its evidence to the informer's trust state itself
+// (guard.Options.Trust), and asks the informer only how a broken stream
+// resumes.
 type guardOwner struct{ f *FreshInformer }
-
-func (o guardOwner) Floor() (proven freshness.RV, relisting bool) {
-	v := o.f.trust.View()
-	return v.Proven, v.State == trust.Restoring
-}
-
-func (o guardOwner) Stamp() guard.Stamp {
-	st := o.f.trust.View().Stamp
-	return st
-}
-
-func (o guardOwner) Regressing() { o.f.trust.Regressed() }
-
-func (o guardOwner) Broken() { o.f.trust.Failed().Run() }
 
 // Resuming decides how the stream resumes after it broke (a failed
 // request, a stream ended early): the server may have restarted from a
@@ -44,15 +32,20 @@ func (o guardOwner) Resuming(ctx context.Context) (relist bool) {
 		return true
 	}
 	f.resumeChecks.Add(1)
-	st := f.trust.View().Stamp
-	f.trust.Checking()
-	defer func() { f.trust.CheckDone().Run() }()
+	st := f.trust.Stamp()
+	due, _ := f.trust.Submit(trust.Check{}) // holds waits
+	due.Run()
+	defer func() {
+		due, _ := f.trust.Submit(trust.Check{Done: true})
+		due.Run()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if !f.checkServer(ctx, st) {
 		return true
 	}
-	f.trust.Answered(st).Run()
+	due, _ = f.trust.Submit(trust.Read{Shows: trust.ReadAnswered, Stamp: st})
+	due.Run()
 	return false
 }
 

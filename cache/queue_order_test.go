@@ -14,6 +14,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/internal/guard"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -169,7 +170,7 @@ func TestListTheQueueRefusedIsNotCounted(t *testing.T) {
 	if err := q.Replace([]any{cm("bad", "101")}, "101"); err == nil {
 		t.Fatal("the queue took a list its transform failed on")
 	}
-	guardOwner{inf}.Broken() // a request fails; its check does not run here
+	inf.trust.Submit(trust.Failure{}) // a request fails; its check does not run here
 	if inf.trust.Reached(mustRV(t, "100")) {
 		t.Fatal("the outage does not hold waits")
 	}

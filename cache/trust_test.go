@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -73,9 +74,9 @@ func TestProofSentBeforeABreakIsVoid(t *testing.T) {
 	inf, q, _ := queuedInformer(t, nil)
 	replace(t, q, "100", cm("a", "100"))
 	drain(t, q, inf, 1)
-	st := inf.trust.View().Stamp // the probe's read is sent
-	guardOwner{inf}.Broken()     // the server goes away meanwhile
-	askList(t, inf)              // and is listed again
+	st := inf.trust.View().Stamp      // the probe's read is sent
+	inf.trust.Submit(trust.Failure{}) // the server goes away meanwhile
+	askList(t, inf)                   // and is listed again
 	replace(t, q, "120", cm("a", "100"))
 	drain(t, q, inf, 1)
 	inf.applyMu.Lock()

@@ -1,10 +1,13 @@
 // Package guard is the layer between client-go's Reflector and the
 // informer's queue that keeps the stream from going back in time (package
-// reflector describes it for users). It keeps the stream's own facts (what
-// it delivered, which lists it refused, which watch is open) and asks its
-// Owner, the informer's trust state, for the rest: the floor proofs
-// raised, whether a declared restore waits for its relist, and what a
-// request is stamped with.
+// reflector describes it for users). It is the adapter between client-go's
+// queue and list/watch and the informer's trust state (internal/trust): it
+// keeps the stream's own facts (what it delivered, which lists it refused,
+// which watch is open, the lists it queued), submits what it finds (a
+// failed request or broken stream, a list admitted below the floor), and
+// takes from the trust state the floor (with the proofs it holds), whether
+// a declared restore waits for its relist, and what a request is stamped
+// with. Its Owner decides one thing: how a broken stream resumes.
 package guard
 
 import (
@@ -23,28 +26,13 @@ import (
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
-// Stamp is when a request was sent, as the Owner counts: the Guard carries
-// it from a list's request to its admission (ListAdmission.Stamp).
+// Stamp is when a request was sent, as the trust state counts: the Guard
+// carries it from a list's request to its admission (ListAdmission.Stamp).
 type Stamp = trust.Stamp
 
-// Owner is the informer a Guard reports to. Its methods are called with no
-// Guard lock held, except Floor and Stamp, which must not call the Guard.
+// Owner is the informer a Guard reports to. It is called with no Guard
+// lock held.
 type Owner interface {
-	// Floor returns the newest position the informer proved off the
-	// stream (the Guard's floor is at least it), and whether a declared
-	// restore waits for its relist: then there is no floor, and the next
-	// list is a consistent read accepted whatever its resource version.
-	Floor() (proven freshness.RV, restoring bool)
-	// Stamp returns the stamp of a request sent now.
-	Stamp() Stamp
-	// Regressing is told that the Guard admitted a list older than the
-	// floor, which the informer will follow back (ListAdmission.Regression):
-	// what it proved of the history that list rewrites is void.
-	Regressing()
-	// Broken is told that a request failed, or a stream ended well before
-	// its timeout: the server may be restarting, and may come back from a
-	// restored etcd. It must not block.
-	Broken()
 	// Resuming is told that the Reflector resumes its watch after Broken,
 	// with no list requested since; it reports whether the Guard relists
 	// first (on the watch path, without the Reflector's backoff) or may
@@ -54,8 +42,17 @@ type Owner interface {
 
 // Options configure a Guard.
 type Options struct {
-	// Owner is the informer the Guard reports to (nil: one that proves
-	// nothing and is told nothing).
+	// Trust is the informer's trust state (nil: one of the Guard's own).
+	// The Guard submits to it a failed request or a stream ended well
+	// before its timeout (trust.Failure: the server may be restarting, and
+	// may come back from a restored etcd), and a list admitted below the
+	// floor, which the informer will follow back (trust.Regression
+	// Admitted: what it proved of the history that list rewrites is
+	// void); it takes the floor and the stamps from it (trust.Trust.Floor,
+	// Stamp), holding its own lock.
+	Trust *trust.Trust
+	// Owner is the informer the Guard reports to (nil: one that never
+	// asks for a relist).
 	Owner Owner
 	// InitialFloor, if set, is a resource version the first list must
 	// reach (fresh on start): for example one persisted by a predecessor.
@@ -91,8 +88,8 @@ type Guard struct {
 	opts   Options
 	logger atomic.Pointer[klog.Logger]
 
-	// mu guards the fields below. Owner.Floor and Owner.Stamp are called
-	// under it (they take the Owner's lock after it); nothing else is.
+	// mu guards the fields below. The trust state's Floor and Stamp are
+	// called under it (its lock is taken after this one); nothing else is.
 	mu             sync.Mutex
 	delivered      freshness.RV // highest plausible RV the queue delivered
 	plain          bool         // the last list's RV was not comparable
@@ -136,6 +133,9 @@ func New(opts Options) *Guard {
 	if opts.Owner == nil {
 		opts.Owner = nopOwner{}
 	}
+	if opts.Trust == nil {
+		opts.Trust = new(trust.Trust)
+	}
 	g := &Guard{opts: opts, delivered: opts.InitialFloor}
 	logger := klog.Background()
 	g.logger.Store(&logger)
@@ -144,10 +144,6 @@ func New(opts Options) *Guard {
 
 type nopOwner struct{}
 
-func (nopOwner) Floor() (freshness.RV, bool)   { return freshness.RV{}, false }
-func (nopOwner) Stamp() Stamp                  { return Stamp{} }
-func (nopOwner) Regressing()                   {}
-func (nopOwner) Broken()                       {}
 func (nopOwner) Resuming(context.Context) bool { return false }
 
 // SetLogger sets the logger the Guard reports through.
@@ -169,8 +165,9 @@ func (g *Guard) Stats() reflector.Stats {
 }
 
 // Floor returns where requests must start and lists must reach: the
-// highest resource version the queue delivered or the Owner proved; zero
-// while the stream is not comparable or a restore waits for its relist.
+// highest resource version the queue delivered or the trust state proved;
+// zero while the stream is not comparable or a restore waits for its
+// relist.
 func (g *Guard) Floor() freshness.RV {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -179,14 +176,11 @@ func (g *Guard) Floor() freshness.RV {
 }
 
 func (g *Guard) floorLocked() (floor freshness.RV, restoring bool) {
-	proven, restoring := g.opts.Owner.Floor()
-	if g.plain || restoring {
+	floor, restoring = g.opts.Trust.Floor(g.delivered)
+	if g.plain {
 		return freshness.RV{}, restoring
 	}
-	if proven.Compare(g.delivered) > 0 {
-		return proven, false
-	}
-	return g.delivered, false
+	return floor, restoring
 }
 
 // ListAdmission is what the Guard decided about a list it queued.
@@ -290,7 +284,8 @@ func (g *Guard) admitList(rv string, consistent, fallback bool) (undo func(), er
 		a.Regression = &r
 		undo = g.admitLocked(listRV, a)
 		g.mu.Unlock()
-		g.opts.Owner.Regressing()
+		due, _ := g.opts.Trust.Submit(trust.Regression{Step: trust.Admitted})
+		due.Run()
 		return undo, nil
 	}
 	if !fallback {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 func rv(t *testing.T, s string) freshness.RV {
@@ -185,7 +186,7 @@ func TestReportedRestoresTheRefusal(t *testing.T) {
 // version, queued with the stamp of its request; the watch starts from it.
 func TestRestoreRelistsConsistently(t *testing.T) {
 	owner := &fakeOwner{}
-	g := New(Options{Owner: owner})
+	g := New(owner.options(Options{}))
 	inner := &scriptWL{}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -195,12 +196,13 @@ func TestRestoreRelistsConsistently(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.TakeList()
+	owner.trust.Submit(trust.List{RV: floorAt("100"), Stamp: owner.trust.Stamp()})
 	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
 		t.Fatal(err)
 	}
-	owner.mu.Lock()
-	owner.restoring, owner.stamp = true, Stamp{Epoch: 1}
-	owner.mu.Unlock()
+	if _, begun := owner.trust.Submit(trust.Read{Shows: trust.ReadRestored, Stamp: owner.trust.Stamp()}); !begun {
+		t.Fatal("the restore did not begin")
+	}
 	if !g.Floor().IsZero() {
 		t.Fatalf("floor %s while a restore waits for its relist, want none", g.Floor())
 	}
@@ -221,31 +223,30 @@ func TestRestoreRelistsConsistently(t *testing.T) {
 	if a := g.TakeList(); a.Stamp != (Stamp{Epoch: 1}) || a.Regression != nil || a.Sent.IsZero() {
 		t.Fatalf("TakeList: %+v, want the relist with its request's stamp", a)
 	}
-	if _, _, n := owner.counts(); n != 0 {
-		t.Fatalf("the Guard found %d regressing lists: the Owner declared the restore", n)
+	if _, _, n := owner.counts(); n != 1 {
+		t.Fatalf("%d epochs begun, want the restore's alone: the Guard found a regressing list, where the trust state declared the restore", n)
 	}
-	owner.mu.Lock()
-	owner.restoring = false
-	owner.mu.Unlock()
+	owner.trust.Submit(trust.List{RV: floorAt("60"), Stamp: owner.trust.Stamp()}) // the relist applied
 	if f := g.Floor().String(); f != "60" {
 		t.Fatalf("floor after the restore = %s", f)
 	}
 }
 
-// The floor is at least what the Owner proved off the stream, and never
-// lowered by it.
+// The floor is at least what the trust state proved off the stream, and
+// never lowered by it.
 func TestFloorIsAtLeastTheOwnersProof(t *testing.T) {
 	owner := &fakeOwner{}
-	g := New(Options{Owner: owner})
+	g := New(owner.options(Options{}))
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 	defer q.Close()
 	if err := q.Replace(nil, "10"); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ proven, want string }{{"20", "20"}, {"5", "10"}} {
-		owner.mu.Lock()
-		owner.proven = floorAt(tc.proven)
-		owner.mu.Unlock()
+	owner.trust.Submit(trust.List{RV: floorAt("1"), Stamp: owner.trust.Stamp()})
+	for _, tc := range []struct{ proven, want string }{{"5", "10"}, {"20", "20"}} {
+		if _, ok := owner.trust.Submit(trust.Proof{To: floorAt(tc.proven), Stamp: owner.trust.Stamp()}); !ok {
+			t.Fatalf("the proof at %s was void", tc.proven)
+		}
 		if got := g.Floor().String(); got != tc.want {
 			t.Fatalf("Floor with %s proven = %s, want %s", tc.proven, got, tc.want)
 		}
@@ -255,8 +256,11 @@ func TestFloorIsAtLeastTheOwnersProof(t *testing.T) {
 // A list queued carries the stamp of its request, not of its answer: the
 // Owner tells a list asked for before a restore from the relist.
 func TestAdmissionCarriesTheRequestsStamp(t *testing.T) {
-	owner := &fakeOwner{stamp: Stamp{Epoch: 3, Failures: 1}}
-	g := New(Options{Owner: owner})
+	owner := &fakeOwner{}
+	for _, e := range []trust.Evidence{trust.Regression{Step: trust.Admitted}, trust.Regression{Step: trust.Admitted}, trust.Regression{Step: trust.Admitted}, trust.Failure{}} {
+		owner.trust.Submit(e)
+	}
+	g := New(owner.options(Options{}))
 	inner := &scriptWL{listRV: "104"}
 	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -264,9 +268,8 @@ func TestAdmissionCarriesTheRequestsStamp(t *testing.T) {
 	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}
-	owner.mu.Lock()
-	owner.stamp = Stamp{Epoch: 4, Failures: 2} // a restore declared, a request failed
-	owner.mu.Unlock()
+	owner.trust.Submit(trust.Regression{Step: trust.Admitted}) // a regression, a request failed
+	owner.trust.Submit(trust.Failure{})
 	if err := q.Replace(nil, "104"); err != nil { // the answer to the list asked for before
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 func TestMain(m *testing.M) {
@@ -34,40 +35,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// fakeOwner is an Owner the test sets and reads.
+// fakeOwner is an Owner the test sets and reads, with the trust state the
+// Guard submits to (options).
 type fakeOwner struct {
-	mu         sync.Mutex
-	proven     freshness.RV
-	restoring  bool
-	stamp      Stamp
-	regressing int
-	broken     int
-	resumed    int  // Resuming calls
-	relist     bool // Resuming's answer
+	trust   trust.Trust
+	mu      sync.Mutex
+	resumed int  // Resuming calls
+	relist  bool // Resuming's answer
 }
 
-func (o *fakeOwner) Floor() (freshness.RV, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.proven, o.restoring
-}
-
-func (o *fakeOwner) Stamp() Stamp {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.stamp
-}
-
-func (o *fakeOwner) Regressing() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.regressing++
-}
-
-func (o *fakeOwner) Broken() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.broken++
+// options returns opts with the owner and its trust state.
+func (o *fakeOwner) options(opts Options) Options {
+	opts.Owner, opts.Trust = o, &o.trust
+	return opts
 }
 
 func (o *fakeOwner) Resuming(context.Context) bool {
@@ -77,10 +57,14 @@ func (o *fakeOwner) Resuming(context.Context) bool {
 	return o.relist
 }
 
+// counts returns the failures submitted (broken), the Resuming calls, and
+// the epochs begun: each list admitted below the floor begins one
+// (regressions), as does a restore the test submits.
 func (o *fakeOwner) counts() (broken, resumed, regressions int) {
+	st := o.trust.Stamp()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.broken, o.resumed, o.regressing
+	return int(st.Failures), o.resumed, int(st.Epoch)
 }
 
 func floorAt(s string) freshness.RV {
@@ -163,12 +147,11 @@ func TestListerWatcherForwardsWatchListSupport(t *testing.T) {
 func TestQueueRefusesStaleListsThenDeclaresRegression(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Now())
 	owner := &fakeOwner{}
-	g := New(Options{
-		Owner:                 owner,
+	g := New(owner.options(Options{
 		InitialFloor:          floorAt("100"),
 		AcceptRegressionAfter: time.Minute,
 		Clock:                 clock,
-	})
+	}))
 	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 
 	if err := q.Replace(nil, "100"); err != nil {
@@ -378,7 +361,7 @@ func TestStreamEndedEarlyIsBroken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testingclock.NewFakeClock(time.Now())
 			owner := &fakeOwner{}
-			g := New(Options{Owner: owner, InitialFloor: floorAt("100"), StreamClock: clk})
+			g := New(owner.options(Options{InitialFloor: floorAt("100"), StreamClock: clk}))
 			lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -407,7 +390,7 @@ func TestResumingAfterABreak(t *testing.T) {
 	for _, relist := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relist=%v", relist), func(t *testing.T) {
 			owner := &fakeOwner{relist: relist}
-			g := New(Options{Owner: owner})
+			g := New(owner.options(Options{}))
 			inner := &scriptWL{listRV: "120"}
 			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -452,7 +435,7 @@ func TestListAfterAFailedRequestIsConsistent(t *testing.T) {
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			owner := &fakeOwner{}
-			g := New(Options{Owner: owner, InitialFloor: floorAt("100")})
+			g := New(owner.options(Options{InitialFloor: floorAt("100")}))
 			inner := &failingWatchLW{err: tc.err}
 			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
@@ -507,7 +490,7 @@ func (f *failingWatchLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
 func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
 	for _, large := range []bool{true, false} {
 		t.Run(fmt.Sprint("large=", large), func(t *testing.T) {
-			g := New(Options{Owner: &fakeOwner{}, ListAfterFailure: func() bool { return large }})
+			g := New((&fakeOwner{}).options(Options{ListAfterFailure: func() bool { return large }}))
 			inner := &failingWatchLW{err: apierrors.NewServiceUnavailable("the apiserver is down")}
 			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})

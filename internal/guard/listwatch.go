@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // The requests: what the Reflector asks for, rewritten to start at the
@@ -59,7 +60,7 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.forceRelist = false // this is the relist
 	failed := g.failed
 	g.broken, g.failed = false, false
-	g.listAdmission = ListAdmission{Stamp: g.opts.Owner.Stamp(), Sent: time.Now(), AfterFailure: failed}
+	g.listAdmission = ListAdmission{Stamp: g.opts.Trust.Stamp(), Sent: time.Now(), AfterFailure: failed}
 	floor, restoring := g.floorLocked()
 	if restoring || (failed && g.admittedAny) || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""
@@ -92,8 +93,8 @@ func (g *Guard) listInstead() bool {
 	return after && g.opts.ListAfterFailure != nil && g.opts.ListAfterFailure()
 }
 
-// requestFailed tells the Owner a request failed with err, or a stream
-// ended early (err nil), unless the informer is stopping.
+// requestFailed tells the trust state a request failed with err, or a
+// stream ended early (err nil), unless the informer is stopping.
 func (g *Guard) requestFailed(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
@@ -102,7 +103,8 @@ func (g *Guard) requestFailed(ctx context.Context, err error) {
 	g.broken = true
 	g.failed = g.failed || (err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err))
 	g.mu.Unlock()
-	g.opts.Owner.Broken()
+	due, _ := g.opts.Trust.Submit(trust.Failure{})
+	due.Run()
 }
 
 // ListerWatcher wraps lw so that list and watch requests never start below
@@ -157,30 +159,8 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	g.watches.Add(1)
 	if watchList {
 		g.startRV(&options, true)
-	} else {
-		g.mu.Lock()
-		broken := g.broken
-		g.mu.Unlock()
-		relist := broken && g.opts.Owner.Resuming(ctx)
-		g.mu.Lock()
-		// The stream broke (a server shutting down ends its streams): a
-		// consistent read tells at once whether the one reached now lost
-		// history, where one raised to the floor would wait for it.
-		g.failed = g.failed || relist
-		relist = relist || g.forceRelist
-		if g.resumeAt != "" {
-			options.ResourceVersion = g.resumeAt
-		}
-		floor, _ := g.floorLocked()
-		options.ResourceVersion = g.raise(options.ResourceVersion, floor)
-		g.mu.Unlock()
-		if relist {
-			// The Reflector would resume the old stream: relist first,
-			// here, without the backoff of client-go's own relist.
-			if err := lw.relist(ctx, &options); err != nil {
-				return nil, err
-			}
-		}
+	} else if err := lw.resume(ctx, &options); err != nil {
+		return nil, err
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
 	if err != nil {
@@ -202,6 +182,45 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		}
 		g.mu.Lock()
 	}
+	ow := g.openedLocked(ctx, w, options, watchList)
+	g.mu.Unlock()
+	return ow, nil
+}
+
+// resume rewrites a plain watch request that resumes the Reflector's
+// stream: from where a relist on the watch path left it, raised to the
+// floor; and, when the stream broke and the Owner says so (Resuming), or
+// a relist was asked for, it relists first, here, without the backoff of
+// client-go's own relist (the Reflector would resume the old stream).
+func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.ListOptions) error {
+	g := lw.guard
+	g.mu.Lock()
+	broken := g.broken
+	g.mu.Unlock()
+	relist := broken && g.opts.Owner.Resuming(ctx)
+	g.mu.Lock()
+	// The stream broke (a server shutting down ends its streams): a
+	// consistent read tells at once whether the one reached now lost
+	// history, where one raised to the floor would wait for it.
+	g.failed = g.failed || relist
+	relist = relist || g.forceRelist
+	if g.resumeAt != "" {
+		options.ResourceVersion = g.resumeAt
+	}
+	floor, _ := g.floorLocked()
+	options.ResourceVersion = g.raise(options.ResourceVersion, floor)
+	g.mu.Unlock()
+	if relist {
+		return lw.relist(ctx, options)
+	}
+	return nil
+}
+
+// openedLocked records w, opened with options, as the stream the
+// Reflector reads: timed against the request's timeout, and, for a
+// watch-list, the one whose initial events the next Replace brings. A
+// stream that opened ends the breakage before it. g.mu is held.
+func (g *Guard) openedLocked(ctx context.Context, w watch.Interface, options metav1.ListOptions, watchList bool) *openWatch {
 	ow := &openWatch{Interface: w, g: g, ctx: ctx}
 	if options.TimeoutSeconds != nil {
 		ow.deadline = g.opts.StreamClock.Now().Add(time.Duration(*options.TimeoutSeconds) * time.Second)
@@ -211,8 +230,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	if watchList {
 		g.pendingWatch = ow
 	}
-	g.mu.Unlock()
-	return ow, nil
+	return ow
 }
 
 // openWatch is a watch stream handed to the Reflector. Its Stop tells the
