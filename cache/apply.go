@@ -67,7 +67,8 @@ func (f *FreshInformer) unlockApply() {
 		for _, r := range declare {
 			f.declareRegression(r)
 		}
-		due = append(due, f.trust.Declared(len(declare))...)
+		d, _ := f.trust.Submit(trust.Regression{Step: trust.Declared, N: len(declare)})
+		due = append(due, d...)
 	}()
 	due.Run()
 }
@@ -107,11 +108,13 @@ func (f *FreshInformer) declareFound() {
 			f.declareRegression(r)
 		}
 	}()
-	f.settle(f.trust.Declared(len(declare)))
+	f.submit(trust.Regression{Step: trust.Declared, N: len(declare)})
 }
 
-// state and applied are the trust state's (trust.Trust.Owned). applyMu is
-// held.
+// state and applied read the trust state back (trust.Trust.Owned), for
+// the off-stream provers (snapshot.go, lostwrites.go) until they move out
+// and submit evidence only; nothing in apply.go decides by them. applyMu
+// is held.
 func (f *FreshInformer) state() trust.State    { s, _ := f.trust.Owned(); return s }
 func (f *FreshInformer) applied() freshness.RV { _, a := f.trust.Owned(); return a }
 
@@ -121,13 +124,22 @@ func (f *FreshInformer) settle(due rvwait.Due) {
 	f.due = append(f.due, due...)
 }
 
+// submit hands e to the trust state and keeps what it released, for
+// unlockApply; it reports whether e counted (trust.Evidence). applyMu is
+// held.
+func (f *FreshInformer) submit(e trust.Evidence) (taken bool) {
+	due, taken := f.trust.Submit(e)
+	f.settle(due)
+	return taken
+}
+
 // found records a regression found under applyMu: every wait is held
 // until unlockApply has declared it. rewritten says the cache's history
 // changed (a list replaced it), which voids proofs in flight.
 func (f *FreshInformer) found(r reflector.Regression, rewritten bool) {
 	slices.Sort(r.SampleKeys)
 	f.declare = append(f.declare, r)
-	f.settle(f.trust.Found(rewritten))
+	f.submit(trust.Regression{Step: trust.Found, Rewritten: rewritten})
 }
 
 // declareRegression declares r: an error-level log, Stats.Regressions and
@@ -152,11 +164,19 @@ func (f *FreshInformer) declareRegression(r reflector.Regression) {
 }
 
 func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
-	if f.state() == trust.Restoring && d.Type != toolscache.ReplacedAll && d.Type != toolscache.SyncAll {
+	switch d.Type {
+	case toolscache.ReplacedAll:
+		return f.applyList(d, isInInitialList)
+	case toolscache.SyncAll:
+		for _, obj := range f.indexer.List() {
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, true)
+		}
+		return nil
+	}
+	if f.trust.Taken(false, trust.Stamp{}) == trust.Drop {
 		// A restore was declared: what the queue still holds from before
 		// its relist is of the history the server lost, or of a watch
 		// resumed on the restored one: the relist replaces it all.
-		// Applied, it would show handlers states the relist takes back.
 		return nil
 	}
 	switch d.Type {
@@ -167,33 +187,38 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 			f.observe(rv)
 		}
 		return nil
-	case toolscache.ReplacedAll:
-		admitted := f.guard.TakeList()
-		if f.state() == trust.Restoring {
-			if !f.trust.RelistOwned(admitted.Stamp) {
-				return nil // requested before the restore was declared: of the lost history
-			}
-			defer func() {
-				if f.state() == trust.Restoring { // not applied (a key error, a panicking IndexFunc): ask again
-					f.guard.RequestRelist()
-				}
-			}()
-		}
-		info, ok := d.Object.(toolscache.ReplacedAllInfo)
-		if !ok {
-			return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
-		}
-		return f.replaceAll(info, admitted, isInInitialList)
-	case toolscache.SyncAll:
-		for _, obj := range f.indexer.List() {
-			f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, true)
-		}
-		return nil
 	case toolscache.Deleted:
 		return f.delete(d.Object)
 	default: // Added, Updated; Sync and Replaced come only from non-atomic queues
 		return f.upsert(d.Object, isInInitialList)
 	}
+}
+
+// applyList applies a list taken from the queue, as the trust state
+// decides: dropped if requested before a declared restore, and, if it is
+// that restore's relist and is not applied after all (a key error, a
+// panicking IndexFunc), asked for again.
+func (f *FreshInformer) applyList(d toolscache.Delta, isInInitialList bool) error {
+	admitted := f.guard.TakeList()
+	take := f.trust.Taken(true, admitted.Stamp)
+	if take == trust.Drop {
+		return nil
+	}
+	applied := false
+	if take == trust.Relist {
+		defer func() {
+			if !applied {
+				f.guard.RequestRelist()
+			}
+		}()
+	}
+	info, ok := d.Object.(toolscache.ReplacedAllInfo)
+	if !ok {
+		return fmt.Errorf("ReplacedAll delta holds %T", d.Object)
+	}
+	err := f.replaceAll(info, admitted, isInInitialList)
+	applied = err == nil
+	return err
 }
 
 // unstamped switches the informer to plain mode for an event whose object
@@ -202,8 +227,8 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 // clientset, and nothing about it can be called fresh. The next comparable
 // list ends plain mode. err is ParseRV's error for "".
 func (f *FreshInformer) unstamped(rv string, err error) {
-	if rv == "" && err != nil && f.state() != trust.Plain {
-		f.markIncomparable(errUnstamped(err))
+	if rv == "" && err != nil {
+		f.markIncomparable(errUnstamped(err), false)
 	}
 }
 
@@ -232,8 +257,8 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		// than what the cache applied is a replay (an object deleted since
 		// would come back to life; its deletion may have been malformed, so
 		// that freshness stayed at the add's own resource version).
-		if f.notNewerThanStream(newRV, newErr) {
-			f.reject("add", obj, newRVs, f.applied().String())
+		if place, at := f.placed(newRV, newErr); place == trust.At || place == trust.Behind {
+			f.reject("add", obj, newRVs, at.String())
 			return nil
 		}
 		if err := f.indexer.Add(obj); err != nil {
@@ -256,8 +281,8 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		f.reject("update", obj, newRVs, oldRVs)
 		return nil
 	}
-	if newRVs != oldRVs && f.behindStream(newRV, newErr) {
-		f.reject("update", obj, newRVs, f.applied().String())
+	if place, at := f.placed(newRV, newErr); newRVs != oldRVs && place == trust.Behind {
+		f.reject("update", obj, newRVs, at.String())
 		return nil
 	}
 	if err := f.indexer.Update(obj); err != nil {
@@ -297,17 +322,18 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
-	if exists && !isTombstone && f.behindStream(delRV, delErr) {
+	place, at := f.placed(delRV, delErr)
+	if exists && !isTombstone && place == trust.Behind {
 		// Out of order whatever the cached state, which may be malformed
 		// and so not comparable with it: a replay of an older deletion.
-		f.reject("delete", obj, delRVs, f.applied().String())
+		f.reject("delete", obj, delRVs, at.String())
 		return nil
 	}
-	if !exists && !isTombstone && f.notNewerThanStream(delRV, delErr) {
+	if !exists && !isTombstone && (place == trust.At || place == trust.Behind) {
 		// The key is gone already; a deletion not newer than the stream
 		// (every event has a revision of its own) is a duplicate or a
 		// replay of one that handlers have heard of.
-		f.reject("delete", obj, delRVs, f.applied().String())
+		f.reject("delete", obj, delRVs, at.String())
 		return nil
 	}
 	// A key created behind a snapshot is in handlers' views, not in the
@@ -357,10 +383,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	checkWrites := f.written.Len() > 0 && listErr == nil
 	// Where the cache stood: it applied every event up to there (none to
 	// trust in plain mode, or while a declared restore waits for this list).
-	var reached freshness.RV
-	if f.state() == trust.Trusted {
-		reached = f.applied()
-	}
+	reached := f.listedOver()
 	for _, obj := range info.Objects {
 		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -418,29 +441,19 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	return nil
 }
 
-// behindStream reports whether an event at rv is older than what the
-// stream delivered: a stream's resource versions only grow, so it is out of
-// order, whether or not its key is cached. applyMu is held.
-func (f *FreshInformer) behindStream(rv freshness.RV, err error) bool {
-	return err == nil && f.state() == trust.Trusted && f.streamCompare(rv) > 0
-}
-
-// notNewerThanStream reports whether an event at rv is not newer than what
-// the stream delivered. For a key the cache does not hold, that is a replay
-// or a duplicate: every event has a resource version of its own. applyMu
-// is held.
-func (f *FreshInformer) notNewerThanStream(rv freshness.RV, err error) bool {
-	return err == nil && f.state() == trust.Trusted && f.streamCompare(rv) >= 0
-}
-
-// streamCompare compares the stream's position with rv: the applied
-// resource version's, or, behind a snapshot that moved it further, the
-// newest the stream delivered (snapshot.go). applyMu is held.
-func (f *FreshInformer) streamCompare(rv freshness.RV) int {
+// placed is where the trust state places an event at rv against the
+// stream (trust.Trust.Placed): behind it, an event is out of order
+// whether or not its key is cached; at it, a replay or a duplicate for a
+// key not cached, every event having a resource version of its own. The
+// stream's position is the applied one, or, behind a snapshot that moved
+// that further, the newest the stream delivered (snapshot.go). It returns
+// the position compared with too. applyMu is held.
+func (f *FreshInformer) placed(rv freshness.RV, err error) (trust.Place, freshness.RV) {
+	var stream freshness.RV
 	if !f.zone.end.IsZero() {
-		return f.zone.stream.Compare(rv)
+		stream = f.zone.stream
 	}
-	return f.applied().Compare(rv)
+	return f.trust.Placed(rv, err, stream)
 }
 
 // observeEvent advances freshness to an applied event's resource version.
@@ -454,7 +467,7 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
 	f.streamAt(rv)
-	f.settle(f.trust.Advance(rv))
+	f.submit(trust.Stream{RV: rv})
 }
 
 // listRegression counts the keys a list moved back: cached keys listed at
@@ -507,13 +520,8 @@ func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.
 }
 
 // listedOver is what the cache had applied before a list: none to compare
-// with when starting over. applyMu is held.
-func (f *FreshInformer) listedOver() freshness.RV {
-	if f.state() == trust.Trusted {
-		return f.applied()
-	}
-	return freshness.RV{}
-}
+// with when starting over (trust.Trust.Over). applyMu is held.
+func (f *FreshInformer) listedOver() freshness.RV { return f.trust.Over() }
 
 // observeList submits an applied list's resource version (its
 // regressions were declared before it was applied: listFound). A list
@@ -523,7 +531,7 @@ func (f *FreshInformer) listedOver() freshness.RV {
 func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
 	f.recent.Reset()
 	if s == "0" {
-		f.settle(f.trust.ListedAtZero(admitted.Stamp))
+		f.submit(trust.List{AtZero: true, Stamp: admitted.Stamp})
 		return
 	}
 	rv, err := freshness.ParseRV(s)
@@ -531,17 +539,16 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		if s == "" {
 			err = errUnstamped(err)
 		}
-		f.markIncomparable(err)
+		f.markIncomparable(err, true)
 		return
 	}
 	f.zone.stream = rv
-	prev := f.listedOver()
-	if f.state() == trust.Restoring || rv.Compare(prev) < 0 || back.keys > 0 || back.lostWrites > 0 {
+	// Taken: the list ended a restore or moved the cache back.
+	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.keys > 0 || back.lostWrites > 0 {
 		f.written.Reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.PruneReached(rv)
 	}
-	f.settle(f.trust.Listed(rv, admitted.Stamp))
 	if admitted.AfterFailure {
 		f.quiet.sched.Recovered(admitted.Sent) // probes wait for a server just back
 	}
@@ -549,13 +556,17 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 
 // markIncomparable switches the informer to plain mode until a list's
 // resource version is comparable again: the server serves resource versions
-// that cannot be ordered (some aggregated API servers), so no freshness can
-// be claimed. Single events with malformed resource versions do not get
-// here: the Guard counts and skips them. applyMu is held.
-func (f *FreshInformer) markIncomparable(err error) {
-	if f.state() != trust.Plain {
+// that cannot be ordered (some aggregated API servers), or a list (list) or
+// event without any, so no freshness can be claimed. Single events with
+// malformed resource versions do not get here: the Guard counts and skips
+// them. It logs once, when the informer becomes plain. applyMu is held.
+func (f *FreshInformer) markIncomparable(err error, list bool) {
+	var e trust.Evidence = trust.Stream{Unordered: err}
+	if list {
+		e = trust.List{Unordered: err}
+	}
+	if f.submit(e) {
 		logIncomparable(f.log(), err) // scope.go
-		f.settle(f.trust.Incomparable(err))
 		f.recent.Reset()
 	}
 }

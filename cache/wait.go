@@ -33,7 +33,7 @@ import (
 func (f *FreshInformer) Sync(ctx context.Context) error {
 	var rv freshness.RV
 	var err error
-	st := f.trust.View().Stamp
+	st := f.trust.Stamp()
 	if f.snapshotRoute() {
 		rv, _, err = f.snapshotProbe(ctx, st)
 	} else {
