@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
-	"time"
 
 	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // WrappedInformer is an informer built elsewhere (handed out by another
@@ -63,15 +64,21 @@ type WrappedInformer struct {
 
 	incomparableObjects atomic.Uint64
 
-	// waits holds the waiters; its lock guards the fields below, so each
-	// decision and what it publishes are one step.
-	waits rvwait.Set[freshness.RV]
+	// trust decides when a wait returns, as a FreshInformer's does
+	// (internal/trust): a wrapped informer submits only Stream and List
+	// evidence (what its handler and its store show) and Run's.
+	trust trust.Trust
+
+	// mu guards the fields below, and makes each reading of the store and
+	// the evidence it gives one step; it is taken before the trust's lock
+	// (and the store's, which is a leaf).
+	mu sync.Mutex
 	// malformed are the last malformed resource versions of objects the
 	// handler was given, newest last (at most maxMalformedRVs).
 	malformed []string
-	// incomparable is set while waits fail; cause is the store
-	// resource version that made it so ("" for an object without any:
-	// client-go's fake clientsets stamp none).
+	// incomparable is set while waits fail (the trust state is plain);
+	// cause is the store resource version that made it so ("" for an
+	// object without any: client-go's fake clientsets stamp none).
 	incomparable bool
 	cause        string
 }
@@ -94,7 +101,7 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
 		return nil, ErrAtomicFIFODisabled
 	}
-	w := &WrappedInformer{SharedIndexInformer: informer, logger: klog.FromContext(ctx)}
+	w := newWrapped(informer, klog.FromContext(ctx))
 	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.observe(obj) },
 		UpdateFunc: func(_, obj any) { w.observe(obj) },
@@ -109,26 +116,33 @@ func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*Wrappe
 	}
 	go func() {
 		<-ctx.Done()
-		w.waits.Lock()
-		due := w.waits.StopLocked(freshness.ErrStopped)
-		w.waits.Unlock()
+		due, _ := w.trust.Submit(trust.Run{Stopped: true})
 		due.Run()
 		_ = informer.RemoveEventHandler(reg)
 	}()
 	return w, nil
 }
 
+// newWrapped returns informer wrapped, with nothing observed yet. It is
+// running (Wrap is given a running informer, or one about to be): its
+// waits have no start to wait for.
+func newWrapped(informer toolscache.SharedIndexInformer, logger klog.Logger) *WrappedInformer {
+	w := &WrappedInformer{SharedIndexInformer: informer, logger: logger}
+	w.trust.Submit(trust.Run{})
+	return w
+}
+
 // observe takes in the resource version of an object the wrapped informer
 // has just stored. It runs on Wrap's handler goroutine (client-go's
-// listener for that handler, one event at a time) and takes the waits'
-// lock; it calls only the store under it.
+// listener for that handler, one event at a time) and takes w.mu; it
+// calls only the store and the trust state under it.
 func (w *WrappedInformer) observe(obj any) {
 	s := resourceVersion(obj)
 	rv, err := freshness.ParseRV(s)
 	var due rvwait.Due
-	w.waits.Lock()
+	w.mu.Lock()
 	defer func() {
-		w.waits.Unlock()
+		w.mu.Unlock()
 		due.Run()
 	}()
 	if err != nil {
@@ -146,8 +160,7 @@ func (w *WrappedInformer) observe(obj any) {
 		case s == "":
 			due = w.setIncomparable(s, err) // not from an API server: nothing is fresh
 		case w.incomparable && w.cause == s: // a wait read the store before we heard of this object
-			pos, _ := w.waits.PositionLocked()
-			due = w.comparableAgain(pos)
+			due = w.comparableAgain(w.trust.View().Applied)
 		}
 	} else {
 		due = w.comparableAgain(rv)
@@ -169,31 +182,26 @@ func (w *WrappedInformer) WaitForFreshness(ctx context.Context, rv string) error
 		return err
 	}
 	w.advanceFromStore()
-	return w.waits.Wait(ctx, target, func(target, current freshness.RV, waited time.Duration, cause error) error {
-		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: waited, Err: cause}
-	})
+	return w.trust.Wait(ctx, target)
 }
 
 // LastObservedResourceVersion returns the highest resource version known to
 // be applied; see WrappedInformer for what it can see.
 func (w *WrappedInformer) LastObservedResourceVersion() string {
 	w.advanceFromStore()
-	w.waits.Lock()
-	defer w.waits.Unlock()
-	pos, _ := w.waits.PositionLocked()
-	return pos.String()
+	return w.trust.View().Shown.String()
 }
 
 // advanceFromStore takes in the store's own resource version, which covers
 // bookmarks and lists: no handler sees those.
 func (w *WrappedInformer) advanceFromStore() {
-	w.waits.Lock()
+	w.mu.Lock()
 	due := w.advanceFromStoreLocked()
-	w.waits.Unlock()
+	w.mu.Unlock()
 	due.Run()
 }
 
-// advanceFromStoreLocked is advanceFromStore with the lock held. A comparable
+// advanceFromStoreLocked is advanceFromStore with w.mu held. A comparable
 // store resource version moves the position (and ends an incomparable spell:
 // the store has applied everything up to it). A malformed one is a single
 // object's if the handler has seen an object with it (there is a
@@ -208,14 +216,13 @@ func (w *WrappedInformer) advanceFromStoreLocked() rvwait.Due {
 		}
 		return nil // else nothing listed yet
 	}
-	pos, _ := w.waits.PositionLocked()
 	switch {
 	case err == nil:
 		return w.comparableAgain(stored)
 	case w.incomparable:
 		// Still incomparable: the cause stays until the store is comparable
 		// or the handler explains it.
-	case !pos.IsZero() && slices.Contains(w.malformed, s):
+	case slices.Contains(w.malformed, s) && !w.trust.View().Applied.IsZero():
 		// A single object's: skipped, counted in observe.
 	default:
 		return w.setIncomparable(s, err)
@@ -224,27 +231,29 @@ func (w *WrappedInformer) advanceFromStoreLocked() rvwait.Due {
 }
 
 // setIncomparable fails waits from now on, because of the resource version
-// s. The lock is held.
+// s: the trust state turns plain, as on a list whose resource version
+// cannot be ordered. w.mu is held.
 func (w *WrappedInformer) setIncomparable(s string, err error) rvwait.Due {
 	if w.incomparable {
 		return nil
 	}
 	w.incomparable, w.cause = true, s
 	logIncomparable(w.logger, err) // scope.go
-	return w.waits.FailLocked(err)
+	due, _ := w.trust.Submit(trust.List{Unordered: err})
+	return due
 }
 
-// comparableAgain advances the position to rv, ending an incomparable
-// spell there (at rv even if older). The lock is held.
+// comparableAgain advances the position to rv, an object's or the
+// store's: Stream evidence; ending an incomparable spell, it is the
+// position at rv even if older, as a list's is: List evidence. w.mu is
+// held.
 func (w *WrappedInformer) comparableAgain(rv freshness.RV) rvwait.Due {
-	pos, _ := w.waits.PositionLocked()
 	if !w.incomparable {
-		if rv.Compare(pos) > 0 {
-			return w.waits.PublishLocked(rv, true)
-		}
-		return nil
+		due, _ := w.trust.Submit(trust.Stream{RV: rv})
+		return due
 	}
 	w.logger.V(2).Info("Resource versions can be ordered again; WaitForFreshness works again", "resourceVersion", rv.String(), "incomparable", w.cause)
 	w.incomparable, w.cause = false, ""
-	return w.waits.PublishLocked(rv, true)
+	due, _ := w.trust.Submit(trust.List{RV: rv})
+	return due
 }

@@ -210,7 +210,7 @@ func (s stubInformer) HasSynced() bool                { return true }
 // versions stay bounded.
 func TestWrapMalformedObjectSeenLate(t *testing.T) {
 	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-	w := &WrappedInformer{SharedIndexInformer: stubInformer{indexer: indexer}, logger: klog.Background()}
+	w := newWrapped(stubInformer{indexer: indexer}, klog.Background())
 	ctx := context.Background()
 	if err := indexer.Replace([]any{cm("a", "5")}, "10"); err != nil {
 		t.Fatal(err)
@@ -236,9 +236,9 @@ func TestWrapMalformedObjectSeenLate(t *testing.T) {
 	if err := w.WaitForFreshness(ctx, "10"); err != nil {
 		t.Fatalf("after many malformed objects: %v", err)
 	}
-	w.waits.Lock()
+	w.mu.Lock()
 	remembered := len(w.malformed)
-	w.waits.Unlock()
+	w.mu.Unlock()
 	if remembered > maxMalformedRVs || w.IncomparableObjects() != 1001 {
 		t.Fatalf("remembered %d malformed resource versions, counted %d", remembered, w.IncomparableObjects())
 	}
@@ -250,8 +250,4 @@ func TestWrapMalformedObjectSeenLate(t *testing.T) {
 }
 
 // pending returns how many callers are blocked in WaitForFreshness.
-func (w *WrappedInformer) pending() int {
-	w.waits.Lock()
-	defer w.waits.Unlock()
-	return w.waits.PendingLocked()
-}
+func (w *WrappedInformer) pending() int { return w.trust.View().Pending }
