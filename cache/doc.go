@@ -57,30 +57,59 @@
 // # When a wait returns
 //
 // One type decides it (internal/trust): the informer's trust state, under
-// one lock, with one function (publish) that says what waits see. Every piece
-// of evidence is submitted to it, stamped with the epoch (regressions
-// found) and the failures seen when its request was sent; evidence from an
-// older epoch is void.
+// one lock. Evidence enters it through one method (Submit), as one of
+// eight kinds, and one function (publishLocked) says what waits see,
+// failing a wait too large for the server included. Evidence is stamped
+// with the epoch (regressions found) and the failures seen when its
+// request was sent; evidence from an older epoch is void.
 //
-//	state       waits see                       transitions
+//	evidence    submitted by                          what it does
+//	──────────  ────────────────────────────────────  ──────────────────────────────────
+//	Stream      apply.go: an applied event or         applied moves up; no RV: plain
+//	            bookmark
+//	List        apply.go: an applied list             applied is the list's; at "0":
+//	                                                  syncing; not comparable: plain
+//	Proof       the probes: a snapshot matched, or    applied moves to its end (a gap's
+//	            a bookmark proved a gap               once applied reaches its start)
+//	Read        the probes, Sync, restore checks:     answered: an outage before it
+//	            a consistent read                     ends; behind waits: they fail
+//	                                                  TooLarge; restored: restoring
+//	Regression  found and declared (apply.go), or     held until declared; proofs in
+//	            admitted below the floor (Guard)      flight void
+//	Failure     the Guard: a request failed, a        outage: held until a list or read
+//	            stream broke early                    requested after it answers
+//	Check       a restore check begins, ends          held while one is in flight
+//	Run         Run begins (or Start is about to),    the start grace ends; stopped
+//	            Run returns
+//
+// What the queue hands on is decided there too: an event or a list
+// requested before a declared restore is dropped, and its relist told
+// apart (Taken); an event is placed ahead of, at or behind the stream
+// (Placed), which the apply path rejects as out of order by its kind.
+// A wrapped informer (Wrap) has a trust state of its own, told only
+// Stream and List evidence (from its handler and its store) and Run's.
+//
+//	state       waits see                       transitions (evidence)
 //	─────────   ─────────────────────────────   ──────────────────────────────────
 //	not started a wait waits for Run for the    Run begins, or a factory's Start
 //	            start grace, then fails:        is about to run it ▶ syncing
-//	            ErrNotStarted
+//	            ErrNotStarted                   (Run)
 //	syncing     nothing reached                 first comparable list ▶ trusted
 //	                                            (after a list at "0": first event
-//	                                            or bookmark with a comparable RV)
-//	trusted     applied, unless in doubt        restore proven ▶ restoring
-//	                                            comparable list ▶ trusted (at its
-//	                                            RV; below applied: declared)
+//	                                            or bookmark with a comparable RV;
+//	                                            List, Stream)
+//	trusted     applied, unless in doubt        restore proven ▶ restoring (Read)
+//	            (an outage, a check, a          comparable list ▶ trusted (at its
+//	            regression being declared)      RV; below applied: declared)
 //	restoring   nothing reached; queued events  its relist applied ▶ trusted
-//	            and older lists dropped
-//	plain       every wait fails                comparable list ▶ trusted
-//	(any)                                       list at "0" ▶ syncing
+//	            and older lists dropped         (List)
+//	plain       every wait fails                comparable list ▶ trusted (List)
+//	(any)                                       list at "0" ▶ syncing (List)
 //	(any)                                       list RV not comparable ▶ plain
+//	                                            (List)
 //	(any but                                    event without an RV (a fake
-//	restoring)                                  clientset's) ▶ plain
-//	(any)       stopped: ErrStopped             Run returned (final)
+//	restoring)                                  clientset's) ▶ plain (Stream)
+//	(any)       stopped: ErrStopped             Run returned (final; Run)
 //
 // A restore is proven by a consistent read below the floor when it was
 // sent, by keys a snapshot lists at states the cache had passed but does
@@ -268,6 +297,7 @@
 //	afterFreshCall.mu → probe.Scheduler.mu → probe.Runner.mu, Guard.mu, trust
 //	probe.Runner.mu (restore checks) → trust
 //	recorded.Timer.mu → trust, metrics.Provider.mu
+//	WrappedInformer.mu → the wrapped store's lock, its trust (wrap.go)
 //
 // The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
