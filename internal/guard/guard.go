@@ -102,7 +102,7 @@ type Guard struct {
 	listConsistent bool                      // the last list request was a consistent read
 	listAdmission  ListAdmission             // the last list request's stamp, when it was sent, after a failure
 	forceRelist    bool                      // a relist is due: the next plain watch relists first
-	// broken: Owner.Broken was called since the last list request or
+	// broken: a Failure was submitted since the last list request or
 	// watch start; failed: for a failed request other than 410 Gone (the
 	// server may be down, or back from a restored etcd).
 	broken, failed bool
@@ -151,7 +151,7 @@ func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }
 
 func (g *Guard) log() klog.Logger { return *g.logger.Load() }
 
-// Stats returns the Guard's counters (Regressions is the Owner's to count).
+// Stats returns the Guard's counters (Regressions is the informer's to count).
 func (g *Guard) Stats() reflector.Stats {
 	return reflector.Stats{
 		Lists:              g.lists.Load(),

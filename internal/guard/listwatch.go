@@ -234,7 +234,7 @@ func (g *Guard) openedLocked(ctx context.Context, w watch.Interface, options met
 }
 
 // openWatch is a watch stream handed to the Reflector. Its Stop tells the
-// Guard the stream is over, and the Owner if it ended well before its
+// Guard the stream is over, and the trust state if it ended well before its
 // timeout: an apiserver that shuts down ends its streams.
 type openWatch struct {
 	watch.Interface
