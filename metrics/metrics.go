@@ -564,6 +564,32 @@ func (p *Provider) read(s *informerState, now time.Time) reading {
 	return r
 }
 
+// merge folds an alike informer's reading r into agg: the worse of the
+// gauges, the sum of the counters.
+func (agg *reading) merge(r reading) {
+	if r.hasObserved && (!agg.hasObserved || r.observed.Compare(agg.observed) < 0) {
+		agg.observed, agg.hasObserved = r.observed, true
+	}
+	agg.lag = max(agg.lag, r.lag)
+	if r.progress.Before(agg.progress) {
+		agg.progress = r.progress
+	}
+	if r.hasStaleness && (!agg.hasStaleness || r.staleness > agg.staleness) {
+		agg.staleness, agg.hasStaleness = r.staleness, true
+	}
+	a, b := &agg.stats, r.stats
+	a.PendingWaiters += b.PendingWaiters
+	a.OutOfOrderRejected += b.OutOfOrderRejected
+	a.IncomparableObjects += b.IncomparableObjects
+	a.StaleListsRefused += b.StaleListsRefused
+	a.Regressions += b.Regressions
+	a.Bookmarks += b.Bookmarks
+	a.Lists += b.Lists
+	a.Watches += b.Watches
+	agg.staleReads += r.staleReads
+	agg.detecting = agg.detecting || r.detecting
+}
+
 // collect sends the scrape-time series of one identity: its informer's,
 // or the worse (gauges) and the sum (counters) of alike informers'.
 func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*informerState, now time.Time) {
@@ -577,27 +603,7 @@ func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*
 			agg = r
 			continue
 		}
-		if r.hasObserved && (!agg.hasObserved || r.observed.Compare(agg.observed) < 0) {
-			agg.observed, agg.hasObserved = r.observed, true
-		}
-		agg.lag = max(agg.lag, r.lag)
-		if r.progress.Before(agg.progress) {
-			agg.progress = r.progress
-		}
-		if r.hasStaleness && (!agg.hasStaleness || r.staleness > agg.staleness) {
-			agg.staleness, agg.hasStaleness = r.staleness, true
-		}
-		a, b := &agg.stats, r.stats
-		a.PendingWaiters += b.PendingWaiters
-		a.OutOfOrderRejected += b.OutOfOrderRejected
-		a.IncomparableObjects += b.IncomparableObjects
-		a.StaleListsRefused += b.StaleListsRefused
-		a.Regressions += b.Regressions
-		a.Bookmarks += b.Bookmarks
-		a.Lists += b.Lists
-		a.Watches += b.Watches
-		agg.staleReads += r.staleReads
-		agg.detecting = agg.detecting || r.detecting
+		agg.merge(r)
 	}
 
 	gauge := func(d *prometheus.Desc, v float64) {
