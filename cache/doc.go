@@ -269,7 +269,7 @@
 //	probe.Runner.mu (restore checks) → trust
 //	recorded.Timer.mu → trust, metrics.Provider.mu
 //
-// The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
+// The trust's lock and newestMu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
 // (unlockApply, which the apply goroutine waits for before it writes the
