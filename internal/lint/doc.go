@@ -26,6 +26,10 @@
 // A lookup table (a slice or map literal) is not among them: nothing stops
 // a caller or a later change from writing to it, so it is a function.
 //
+// A second test keeps benchmark output (go test -bench logs) out of the
+// committed tree except under docs/, where it is explained, and checks that
+// .gitignore covers bench.txt, make bench's output.
+//
 // The checker works on syntax alone (go/parser), so it is fast and needs no
 // build; its unit test runs it on small in-memory files. Functions that
 // other work is splitting at the time of writing are listed in
