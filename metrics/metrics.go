@@ -408,7 +408,7 @@ func (p *Provider) InformerMetrics(inf *cache.FreshInformer) cache.InformerMetri
 		if p.opts.Detailed {
 			id.observerLocked(&id.waitDuration, p.waitDuration)
 			id.observerLocked(&id.writeVisible, p.writeVisible)
-			for i := range waitOutcomes() {
+			for i := range numOutcomes {
 				id.counterLocked(i)
 			}
 		}
