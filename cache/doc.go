@@ -299,7 +299,7 @@
 //	recorded.Timer.mu → trust, metrics.Provider.mu
 //	WrappedInformer.mu → the wrapped store's lock, its trust (wrap.go)
 //
-// The trust's lock, newestMu and probe.Reads.mu are leaves. Nothing calls out while
+// The trust's lock and newestMu are leaves. Nothing calls out while
 // holding one: the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
 // (unlockApply, which the apply goroutine waits for before it writes the

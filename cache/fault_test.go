@@ -296,7 +296,7 @@ var faultKindList = []faultKind{
 	}},
 
 	{name: "older-then-relist", misbehaving: true, weight: 2, do: func(r *seedRun) {
-		// The issue's scenario: a replica lags; the stream sends an older
+		// A lagging replica behind a relist: the stream sends an older
 		// bookmark or replays an older event; a 410 forces a relist, which
 		// may reach the lagging replica.
 		frozen := r.srv.FreezeIdle()
@@ -348,18 +348,14 @@ func faultKindNames() []string {
 	return out
 }
 
-// knownGaps are fault kinds that show defects not fixed yet (open issues):
+// knownGaps are fault kinds whose guarantee the library does not meet yet:
 // left out of the default run, included when named in -fault.kinds or with
 // FRESHINFORMER_KNOWN_GAPS=1. None at the moment.
 //
-// restore-nobump was one until its last defect was found: mixed with the
-// other kinds, about one seed in 128 (-fault.first=9000 -fault.seeds=256)
-// ended one write behind the server. After a consistent list below the
-// floor was accepted as a declared regression, the Guard raised the
-// Reflector's next watch to the informer's old applied floor before the
-// informer had applied that list, so the watch waited for a revision the
-// restored server had not reached (TestWatchAfterDeclaredListStartsFromIt).
-// Most earlier failures were this suite's own (see the git history).
+// restore-nobump needs the watch after a list accepted below the floor (a
+// declared regression) to start from that list, not from the informer's
+// old applied floor, which the restored server may never reach
+// (TestWatchAfterDeclaredListStartsFromIt).
 var knownGaps []string
 
 func allowedKinds() []faultKind {

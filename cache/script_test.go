@@ -47,15 +47,14 @@ type scriptedLW struct {
 	t    *testing.T
 	mode streamMode
 
-	mu          sync.Mutex
-	lists       []listResponse
-	listCalls   []metav1.ListOptions
-	watchOpts   []metav1.ListOptions
-	watchErrs   []error // what the next watch requests fail with
-	watchLists  int     // watch-lists answered with initial events
-	watchers    chan *watch.RaceFreeFakeWatcher
-	probes      gate // limit=1 lists (holdProbes)
-	watchesGate gate // the informer's watches, not the probes' (holdWatches)
+	mu         sync.Mutex
+	lists      []listResponse
+	listCalls  []metav1.ListOptions
+	watchOpts  []metav1.ListOptions
+	watchErrs  []error // what the next watch requests fail with
+	watchLists int     // watch-lists answered with initial events
+	watchers   chan *watch.RaceFreeFakeWatcher
+	probes     gate // limit=1 lists (holdProbes)
 }
 
 // gate holds requests of one kind while closed. Under scriptedLW.mu.
@@ -63,13 +62,6 @@ type gate struct {
 	ch   chan struct{} // while set, requests wait for it to close
 	held int           // requests that waited
 }
-
-// holdWatches makes the informer's watch requests (not the probes') wait
-// until release is called.
-func (lw *scriptedLW) holdWatches() (release func()) { return lw.hold(&lw.watchesGate) }
-
-// heldWatches reports how many watch requests have waited for holdWatches.
-func (lw *scriptedLW) heldWatches() int { return lw.heldAt(&lw.watchesGate) }
 
 // holdProbes makes the informer's limit=1 lists (freshness and restore
 // probes) wait until release is called.
@@ -158,7 +150,6 @@ func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 		return watch.NewFake(), nil // a freshness probe's watch: silent (quiet_test.go scripts them)
 	}
 	lw.mu.Lock()
-	lw.pass(&lw.watchesGate)
 	w := watch.NewRaceFreeFake()
 	lw.watchOpts = append(lw.watchOpts, opts)
 	if len(lw.watchErrs) > 0 {

@@ -54,8 +54,11 @@ const (
 	OutcomeIncomparable Outcome = "incomparable"
 )
 
-// Outcomes lists every Outcome, for metrics that export them all.
-var Outcomes = []Outcome{OutcomeReady, OutcomeWaited, OutcomeSkipped, OutcomeLost, OutcomeIncomparable}
+// Outcomes returns every Outcome, for metrics that export them all. Each
+// call returns a new slice.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeReady, OutcomeWaited, OutcomeSkipped, OutcomeLost, OutcomeIncomparable}
+}
 
 // Metrics receives a Store's measurements. Package metrics implements it
 // for Prometheus (metrics.NewConsistencyMetrics). Calls are made with no
@@ -296,10 +299,7 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 	}
 	o := s.owner(owner, st.uid)
 	if lost != nil {
-		s.log.Error(lost, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
-		s.drop(owner, st)
-		s.observe(OutcomeLost, 0)
-		return nil
+		return s.lose(owner, st, lost, 0)
 	}
 	err := s.ryw.CheckFresh(o)
 	if err == nil {
@@ -308,46 +308,18 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 		return nil
 	}
 	var nf *readyourwrites.NotFreshError
-	if !errors.As(err, &nf) {
-		return s.failOpen(owner, st, err)
-	}
-	if incomparable(nf) {
+	if !errors.As(err, &nf) || incomparable(nf) {
 		return s.failOpen(owner, st, err)
 	}
 	var waited time.Duration
 	if s.maxWait > 0 {
-		start := s.clock.Now()
-		wctx, cancel := context.WithTimeout(ctx, s.maxWait)
-		werr := s.ryw.EnsureFresh(wctx, o)
-		cancel()
-		waited = s.clock.Since(start)
-		switch {
-		case werr == nil:
-			s.done(owner, st)
-			s.observe(OutcomeWaited, waited)
-			return nil
-		case errors.Is(werr, freshness.ErrTooLargeResourceVersion):
-			s.log.Error(werr, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
-			s.drop(owner, st)
-			s.observe(OutcomeLost, waited)
-			return nil
-		}
-		// Look again: the caches may have caught up as the wait ended, and
-		// the error must say where they are now.
-		if err = s.ryw.CheckFresh(o); err == nil {
-			s.done(owner, st)
-			s.observe(OutcomeWaited, waited)
-			return nil
-		}
-		if !errors.As(err, &nf) || incomparable(nf) {
-			return s.failOpen(owner, st, err)
+		var settled bool
+		if nf, waited, settled, err = s.waitFresh(ctx, owner, st, o); settled {
+			return err
 		}
 	}
 	if lost := s.checkLost(ctx, st, nf); lost != nil {
-		s.log.Error(lost, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
-		s.drop(owner, st)
-		s.observe(OutcomeLost, waited)
-		return nil
+		return s.lose(owner, st, lost, waited)
 	}
 	s.skipped(owner, st, o)
 	s.observe(OutcomeSkipped, waited)
@@ -358,6 +330,47 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 		ReadRV: nf.Observed, WroteRV: nf.Written, GroupResource: nf.Resource,
 		Owner: owner, Scope: nf.Scope, InformerName: nf.Name, Waited: waited,
 	}
+}
+
+// waitFresh waits, for at most the Store's bound, for the caches to hold
+// what was recorded for owner. If settled, the outcome is observed and err
+// is what EnsureReady returns; if not, the caches are still behind, where
+// nf says.
+func (s *Store) waitFresh(ctx context.Context, owner types.NamespacedName, st *ownerState, o readyourwrites.Owner) (nf *readyourwrites.NotFreshError, waited time.Duration, settled bool, err error) {
+	start := s.clock.Now()
+	wctx, cancel := context.WithTimeout(ctx, s.maxWait)
+	werr := s.ryw.EnsureFresh(wctx, o)
+	cancel()
+	waited = s.clock.Since(start)
+	switch {
+	case werr == nil:
+		s.done(owner, st)
+		s.observe(OutcomeWaited, waited)
+		return nil, waited, true, nil
+	case errors.Is(werr, freshness.ErrTooLargeResourceVersion):
+		return nil, waited, true, s.lose(owner, st, werr, waited)
+	}
+	// Look again: the caches may have caught up as the wait ended, and
+	// the error must say where they are now.
+	cerr := s.ryw.CheckFresh(o)
+	if cerr == nil {
+		s.done(owner, st)
+		s.observe(OutcomeWaited, waited)
+		return nil, waited, true, nil
+	}
+	if !errors.As(cerr, &nf) || incomparable(nf) {
+		return nil, waited, true, s.failOpen(owner, st, cerr)
+	}
+	return nf, waited, false, nil
+}
+
+// lose drops owner's records, a write of which an etcd restore lost
+// (lost says how it is known), and lets its sync proceed: nil.
+func (s *Store) lose(owner types.NamespacedName, st *ownerState, lost error, waited time.Duration) error {
+	s.log.Error(lost, "A write recorded for the owner is beyond the server: an etcd restore lost it; the owner's records are dropped and its sync proceeds on the caches as they are after the restore", "owner", owner)
+	s.drop(owner, st)
+	s.observe(OutcomeLost, waited)
+	return nil
 }
 
 // checkLost returns an error matching freshness.ErrTooLargeResourceVersion

@@ -491,8 +491,8 @@ func (r *registry) lookup(gk schema.GroupKind, rep Representation) []*informerEn
 	return out
 }
 
-// representations are the three, in the order writes are recorded.
-var representations = []Representation{Typed, Unstructured, Metadata}
+// representations returns the three, in the order writes are recorded.
+func representations() [3]Representation { return [3]Representation{Typed, Unstructured, Metadata} }
 
 // informersOf is the registry's FreshInformers of one representation as a
 // cache.InformerSource, for that representation's ReadYourWrites.

@@ -141,7 +141,7 @@ func newFreshClientWithBounds(inner client.Client, fc *Cache, co client.CacheOpt
 	}
 	// Every read carries its own deadline (Options.Timeout, WaitTimeout).
 	bounds.Timeout = readsHaveTheirOwnDeadline
-	for _, rep := range representations {
+	for _, rep := range representations() {
 		c.ryw[rep] = readyourwrites.NewWithOptions(informersOf{fc.reg, rep}, bounds)
 	}
 	for _, obj := range co.DisableFor {

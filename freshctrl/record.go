@@ -44,7 +44,7 @@ func (c *freshClient) recordWritten(gk schema.GroupKind, written metav1.Object) 
 	}
 	key := types.NamespacedName{Namespace: written.GetNamespace(), Name: written.GetName()}
 	owners := writeOwners(gk, key)
-	for _, rep := range representations {
+	for _, rep := range representations() {
 		// Not watched, no informer of this representation: nothing to wait for.
 		_ = c.ryw[rep].RecordFor(owners, gr, written)
 	}
@@ -161,7 +161,7 @@ func (c *freshClient) Delete(ctx context.Context, obj client.Object, opts ...cli
 	deleted := &metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: uid,
 		ResourceVersion: obj.GetResourceVersion(), Labels: obj.GetLabels()}
 	owners := writeOwners(gk, types.NamespacedName{Namespace: deleted.Namespace, Name: deleted.Name})
-	for _, rep := range representations {
+	for _, rep := range representations() {
 		_ = c.ryw[rep].RecordDeleteFor(owners, gr, deleted)
 	}
 	return nil
@@ -199,7 +199,7 @@ func (c *freshClient) DeleteAllOf(ctx context.Context, obj client.Object, opts .
 		if ns != "" {
 			owners = append(owners, namespaceOwner(gk, ""))
 		}
-		for _, rep := range representations {
+		for _, rep := range representations() {
 			_ = c.ryw[rep].RecordResourceVersion(owners, e.Resource, ns, s)
 		}
 		c.foreign.raise(c.cache.reg, gk, rv, func(f *informerEntry) bool { return f.Scope.covers(ns) })

@@ -88,8 +88,20 @@ func minorOf(v string) int {
 // upstream fails here instead of silently ignoring the opt-out.
 func TestOptOutFieldFollowsControllerRuntime(t *testing.T) {
 	supported := optOutSupported()
-	for typ, idx := range optOutIndex {
-		if (idx != nil) != supported {
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[client.GetOptions](),
+		reflect.TypeFor[client.ListOptions](),
+		reflect.TypeFor[client.CreateOptions](),
+		reflect.TypeFor[client.UpdateOptions](),
+		reflect.TypeFor[client.PatchOptions](),
+		reflect.TypeFor[client.ApplyOptions](),
+		reflect.TypeFor[client.DeleteOptions](),
+		reflect.TypeFor[client.SubResourceCreateOptions](),
+		reflect.TypeFor[client.SubResourceUpdateOptions](),
+		reflect.TypeFor[client.SubResourcePatchOptions](),
+		reflect.TypeFor[client.SubResourceApplyOptions](),
+	} {
+		if idx := boolField(typ, optOutField); (idx != nil) != supported {
 			t.Errorf("%v has the opt-out field: %v, GetOptions: %v", typ, idx != nil, supported)
 		}
 	}

@@ -12,10 +12,13 @@ import (
 	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
-// DefaultConsistencyWaitBuckets cover EnsureReady's bounded wait (up to
-// consistency.DefaultMaxWait and a few multiples) and how long after a
-// skip the caches caught up.
-var DefaultConsistencyWaitBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+// DefaultConsistencyWaitBuckets returns the buckets that cover
+// EnsureReady's bounded wait (up to consistency.DefaultMaxWait and a few
+// multiples) and how long after a skip the caches caught up. Each call
+// returns a new slice.
+func DefaultConsistencyWaitBuckets() []float64 {
+	return []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}
+}
 
 // ConsistencyMetrics is a consistency.Metrics for Prometheus, labelled
 // with the store's name (the controller's: replicaset, job). Make one per
@@ -57,13 +60,13 @@ func NewConsistencyMetrics(reg prometheus.Registerer, name string) (*Consistency
 			Namespace: Namespace, Subsystem: "consistency", Name: "wait_seconds",
 			Help:        "How long EnsureReady waited for the caches to hold the owner's writes, when it waited.",
 			ConstLabels: labels,
-			Buckets:     DefaultConsistencyWaitBuckets,
+			Buckets:     DefaultConsistencyWaitBuckets(),
 		}),
 		freshAfter: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Subsystem: "consistency", Name: "fresh_after_skip_seconds",
 			Help:        "How long after a skipped sync the caches held the skipped owner's writes.",
 			ConstLabels: labels,
-			Buckets:     DefaultConsistencyWaitBuckets,
+			Buckets:     DefaultConsistencyWaitBuckets(),
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.checks, m.skips, m.wait, m.freshAfter} {
@@ -75,7 +78,7 @@ func NewConsistencyMetrics(reg prometheus.Registerer, name string) (*Consistency
 			return nil, fmt.Errorf("registering consistency metrics: %w", err)
 		}
 	}
-	for _, o := range consistency.Outcomes {
+	for _, o := range consistency.Outcomes() {
 		m.checks.WithLabelValues(string(o)) // export zeros, so rates and alerts see the series
 	}
 	return m, nil

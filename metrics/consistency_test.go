@@ -34,8 +34,8 @@ freshinformer_consistency_skips_total{name="replicaset",resource="replicasets.ap
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "freshinformer_consistency_skips_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.checks); n != len(consistency.Outcomes) {
-		t.Errorf("%d outcome series, want %d (bounded, all exported)", n, len(consistency.Outcomes))
+	if n := testutil.CollectAndCount(m.checks); n != len(consistency.Outcomes()) {
+		t.Errorf("%d outcome series, want %d (bounded, all exported)", n, len(consistency.Outcomes()))
 	}
 	if got := testutil.ToFloat64(m.checks.WithLabelValues("waited")); got != 1 {
 		t.Errorf("waited = %v", got)

@@ -124,25 +124,39 @@ const Namespace = "freshinformer"
 // documentation); each other wait outcome that occurs adds one.
 const SeriesPerInformer = 20
 
-// labels name an informer's identity; see the package documentation.
-var labels = []string{"resource", "informer_namespace", "label_selector", "field_selector", "name"}
+// labelNames name an informer's identity; see the package documentation.
+func labelNames() []string {
+	return []string{"resource", "informer_namespace", "label_selector", "field_selector", "name"}
+}
 
-// DefaultWaitBuckets are the detailed buckets of the wait histogram
+// DefaultWaitBuckets returns the detailed buckets of the wait histogram
 // (WithDetailedMetrics): from a fresh cache (0) to the timeouts reconcilers
-// use (seconds).
-var DefaultWaitBuckets = []float64{0, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+// use (seconds). Each call returns a new slice.
+func DefaultWaitBuckets() []float64 {
+	return []float64{0, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+}
 
-// DefaultWriteVisibleBuckets are the detailed buckets of the
+// DefaultWriteVisibleBuckets returns the detailed buckets of the
 // write-to-visible histogram (WithDetailedMetrics): usually below a
-// millisecond or two on a healthy cluster, seconds when a cache lags.
-var DefaultWriteVisibleBuckets = []float64{0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+// millisecond or two on a healthy cluster, seconds when a cache lags. Each
+// call returns a new slice.
+func DefaultWriteVisibleBuckets() []float64 {
+	return []float64{0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
 
-// CoarseBuckets are both histograms' buckets by default: one, at a second,
-// which the alert rules use. Every detailed set includes it.
-var CoarseBuckets = []float64{1}
+// CoarseBuckets returns both histograms' buckets by default: one, at a
+// second, which the alert rules use. Every detailed set includes it. Each
+// call returns a new slice.
+func CoarseBuckets() []float64 { return []float64{1} }
 
-// outcomes are the wait outcomes, in the order of informerState.waits.
-var outcomes = [...]cache.WaitOutcome{cache.WaitFresh, cache.WaitTimeout, cache.WaitCanceled, cache.WaitStopped, cache.WaitIncomparable}
+// numOutcomes is how many wait outcomes there are.
+const numOutcomes = 5
+
+// waitOutcomes returns the wait outcomes, in the order of
+// informerState.waits.
+func waitOutcomes() [numOutcomes]cache.WaitOutcome {
+	return [numOutcomes]cache.WaitOutcome{cache.WaitFresh, cache.WaitTimeout, cache.WaitCanceled, cache.WaitStopped, cache.WaitIncomparable}
+}
 
 // Option sets a field of Options.
 type Option func(*Options)
@@ -206,15 +220,15 @@ func NewProvider(reg prometheus.Registerer, opts ...Option) (*Provider, error) {
 		f(&o)
 	}
 	if o.WaitBuckets == nil {
-		o.WaitBuckets = CoarseBuckets
+		o.WaitBuckets = CoarseBuckets()
 		if o.Detailed {
-			o.WaitBuckets = DefaultWaitBuckets
+			o.WaitBuckets = DefaultWaitBuckets()
 		}
 	}
 	if o.WriteVisibleBuckets == nil {
-		o.WriteVisibleBuckets = CoarseBuckets
+		o.WriteVisibleBuckets = CoarseBuckets()
 		if o.Detailed {
-			o.WriteVisibleBuckets = DefaultWriteVisibleBuckets
+			o.WriteVisibleBuckets = DefaultWriteVisibleBuckets()
 		}
 	}
 	if o.LagProbeTimeout <= 0 {
@@ -230,16 +244,16 @@ func NewProvider(reg prometheus.Registerer, opts ...Option) (*Provider, error) {
 			Namespace: Namespace, Name: "wait_duration_seconds",
 			Help:    "How long WaitForFreshness calls blocked; 0 when the cache was already fresh.",
 			Buckets: o.WaitBuckets,
-		}, labels),
+		}, labelNames()),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "waits_total",
 			Help: "WaitForFreshness calls by outcome: fresh, timeout, canceled, stopped, incomparable.",
-		}, append(append([]string(nil), labels...), "outcome")),
+		}, append(labelNames(), "outcome")),
 		writeVisible: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "write_to_visible_seconds",
 			Help:    "Time from a recorded write's response (RecordWrite) until the cache reached its resource version.",
 			Buckets: o.WriteVisibleBuckets,
-		}, labels),
+		}, labelNames()),
 		staleWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "stale_writes_total",
 			Help: "Updates and patches sent through a writes transport whose resourceVersion was older than this process's own last write of the object, found by the stale-write detector (transports made with writes.WithStaleWriteCounter).",
@@ -293,7 +307,7 @@ type identity struct {
 
 	waitDuration atomic.Pointer[prometheus.Observer]
 	writeVisible atomic.Pointer[prometheus.Observer]
-	waits        [len(outcomes)]atomic.Pointer[prometheus.Counter]
+	waits        [numOutcomes]atomic.Pointer[prometheus.Counter]
 }
 
 // discard receives observations after the identity is gone.
@@ -343,7 +357,7 @@ func (id *identity) counterLocked(i int) prometheus.Counter {
 	if id.gone {
 		return id.provider.discarded
 	}
-	var c prometheus.Counter = id.provider.waits.WithLabelValues(append(append([]string(nil), id.labels...), string(outcomes[i]))...)
+	var c prometheus.Counter = id.provider.waits.WithLabelValues(append(append([]string(nil), id.labels...), string(waitOutcomes()[i]))...)
 	id.waits[i].Store(&c)
 	return c
 }
@@ -371,7 +385,7 @@ func (p *Provider) Identity(inf *cache.FreshInformer) []string {
 	if s, ok := p.informers[inf]; ok {
 		return append([]string(nil), s.id.labels...)
 	}
-	return make([]string, len(labels))
+	return make([]string, len(labelNames()))
 }
 
 // identityLabels returns inf's label values: its scope and name only, so
@@ -394,7 +408,7 @@ func (p *Provider) InformerMetrics(inf *cache.FreshInformer) cache.InformerMetri
 		if p.opts.Detailed {
 			id.observerLocked(&id.waitDuration, p.waitDuration)
 			id.observerLocked(&id.writeVisible, p.writeVisible)
-			for i := range outcomes {
+			for i := range numOutcomes {
 				id.counterLocked(i)
 			}
 		}
@@ -406,12 +420,12 @@ func (p *Provider) InformerMetrics(inf *cache.FreshInformer) cache.InformerMetri
 }
 
 func outcomeIndex(o cache.WaitOutcome) int {
-	for i, x := range outcomes {
+	for i, x := range waitOutcomes() {
 		if x == o {
 			return i
 		}
 	}
-	return len(outcomes) - 1 // unknown: cannot be ordered
+	return numOutcomes - 1 // unknown: cannot be ordered
 }
 
 func (s *informerState) ObserveWait(outcome cache.WaitOutcome, waited time.Duration) {
@@ -443,30 +457,26 @@ func (s *informerState) Stopped() {
 	delete(p.identities, id.key)
 	p.waitDuration.DeleteLabelValues(id.labels...)
 	p.writeVisible.DeleteLabelValues(id.labels...)
-	for _, o := range outcomes {
+	for _, o := range waitOutcomes() {
 		p.waits.DeleteLabelValues(append(append([]string(nil), id.labels...), string(o))...)
 	}
 }
 
-func desc(name, help string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
-}
-
 var (
-	observedRVDesc   = desc("observed_resource_version", "Highest resource version the cache has applied (float64: exact up to 2^53).")
-	lagDesc          = desc("resource_version_lag", "Newest resource version known from the server (stream, recorded writes, optional probe) minus the observed one.")
-	progressDesc     = desc("last_progress_timestamp_seconds", "Unix time the cache last made progress (its resource version moved, or a bookmark or list arrived), as seen at scrapes; time() minus it is the age.")
-	pendingDesc      = desc("pending_waiters", "WaitForFreshness calls blocked now.")
-	outOfOrderDesc   = desc("out_of_order_rejected_total", "Updates and deletes older than the cached object, rejected.")
-	incomparableDesc = desc("incomparable_objects_total", "Events whose resource version could not be ordered, passed through unguarded.")
-	staleListsDesc   = desc("stale_lists_refused_total", "Lists older than the cache, refused.")
-	regressionsDesc  = desc("regressions_total", "Older lists accepted as declared regressions (etcd restored from a backup?).")
-	bookmarksDesc    = desc("bookmarks_total", "Watch bookmarks applied.")
-	listsDesc        = desc("lists_total", "Lists (initial list and relists, plain or watch-list) accepted into the cache.")
-	watchesDesc      = desc("watches_total", "Watch requests: the first and every restart.")
+	observedRVDesc   = prometheus.NewDesc(Namespace+"_observed_resource_version", "Highest resource version the cache has applied (float64: exact up to 2^53).", labelNames(), nil)
+	lagDesc          = prometheus.NewDesc(Namespace+"_resource_version_lag", "Newest resource version known from the server (stream, recorded writes, optional probe) minus the observed one.", labelNames(), nil)
+	progressDesc     = prometheus.NewDesc(Namespace+"_last_progress_timestamp_seconds", "Unix time the cache last made progress (its resource version moved, or a bookmark or list arrived), as seen at scrapes; time() minus it is the age.", labelNames(), nil)
+	pendingDesc      = prometheus.NewDesc(Namespace+"_pending_waiters", "WaitForFreshness calls blocked now.", labelNames(), nil)
+	outOfOrderDesc   = prometheus.NewDesc(Namespace+"_out_of_order_rejected_total", "Updates and deletes older than the cached object, rejected.", labelNames(), nil)
+	incomparableDesc = prometheus.NewDesc(Namespace+"_incomparable_objects_total", "Events whose resource version could not be ordered, passed through unguarded.", labelNames(), nil)
+	staleListsDesc   = prometheus.NewDesc(Namespace+"_stale_lists_refused_total", "Lists older than the cache, refused.", labelNames(), nil)
+	regressionsDesc  = prometheus.NewDesc(Namespace+"_regressions_total", "Older lists accepted as declared regressions (etcd restored from a backup?).", labelNames(), nil)
+	bookmarksDesc    = prometheus.NewDesc(Namespace+"_bookmarks_total", "Watch bookmarks applied.", labelNames(), nil)
+	listsDesc        = prometheus.NewDesc(Namespace+"_lists_total", "Lists (initial list and relists, plain or watch-list) accepted into the cache.", labelNames(), nil)
+	watchesDesc      = prometheus.NewDesc(Namespace+"_watches_total", "Watch requests: the first and every restart.", labelNames(), nil)
 	// Only informers whose stale-read detector is on have this series.
-	staleReadsDesc = desc("stale_reads_total", "Reads through the informer (indexer, listers, controller-runtime's cached client) that returned older state than this process's own write of the key, found by the stale-read detector.")
-	stalenessDesc  = desc("staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.")
+	staleReadsDesc = prometheus.NewDesc(Namespace+"_stale_reads_total", "Reads through the informer (indexer, listers, controller-runtime's cached client) that returned older state than this process's own write of the key, found by the stale-read detector.", labelNames(), nil)
+	stalenessDesc  = prometheus.NewDesc(Namespace+"_staleness_seconds", "Upper bound on how old the cache's view is: seconds since the newest moment the cache is known to have held everything the server had committed (from consistent lists, Sync, probes and recorded writes; see FreshInformer.Staleness). Absent until such a moment is known.", labelNames(), nil)
 )
 
 // Describe sends the descriptions of every series the Provider exports
@@ -554,6 +564,32 @@ func (p *Provider) read(s *informerState, now time.Time) reading {
 	return r
 }
 
+// merge folds an alike informer's reading r into agg: the worse of the
+// gauges, the sum of the counters.
+func (agg *reading) merge(r reading) {
+	if r.hasObserved && (!agg.hasObserved || r.observed.Compare(agg.observed) < 0) {
+		agg.observed, agg.hasObserved = r.observed, true
+	}
+	agg.lag = max(agg.lag, r.lag)
+	if r.progress.Before(agg.progress) {
+		agg.progress = r.progress
+	}
+	if r.hasStaleness && (!agg.hasStaleness || r.staleness > agg.staleness) {
+		agg.staleness, agg.hasStaleness = r.staleness, true
+	}
+	a, b := &agg.stats, r.stats
+	a.PendingWaiters += b.PendingWaiters
+	a.OutOfOrderRejected += b.OutOfOrderRejected
+	a.IncomparableObjects += b.IncomparableObjects
+	a.StaleListsRefused += b.StaleListsRefused
+	a.Regressions += b.Regressions
+	a.Bookmarks += b.Bookmarks
+	a.Lists += b.Lists
+	a.Watches += b.Watches
+	agg.staleReads += r.staleReads
+	agg.detecting = agg.detecting || r.detecting
+}
+
 // collect sends the scrape-time series of one identity: its informer's,
 // or the worse (gauges) and the sum (counters) of alike informers'.
 func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*informerState, now time.Time) {
@@ -567,27 +603,7 @@ func (p *Provider) collect(ch chan<- prometheus.Metric, lv []string, members []*
 			agg = r
 			continue
 		}
-		if r.hasObserved && (!agg.hasObserved || r.observed.Compare(agg.observed) < 0) {
-			agg.observed, agg.hasObserved = r.observed, true
-		}
-		agg.lag = max(agg.lag, r.lag)
-		if r.progress.Before(agg.progress) {
-			agg.progress = r.progress
-		}
-		if r.hasStaleness && (!agg.hasStaleness || r.staleness > agg.staleness) {
-			agg.staleness, agg.hasStaleness = r.staleness, true
-		}
-		a, b := &agg.stats, r.stats
-		a.PendingWaiters += b.PendingWaiters
-		a.OutOfOrderRejected += b.OutOfOrderRejected
-		a.IncomparableObjects += b.IncomparableObjects
-		a.StaleListsRefused += b.StaleListsRefused
-		a.Regressions += b.Regressions
-		a.Bookmarks += b.Bookmarks
-		a.Lists += b.Lists
-		a.Watches += b.Watches
-		agg.staleReads += r.staleReads
-		agg.detecting = agg.detecting || r.detecting
+		agg.merge(r)
 	}
 
 	gauge := func(d *prometheus.Desc, v float64) {

@@ -10,9 +10,12 @@ import (
 	"github.com/freshinformer/freshinformer/requeue"
 )
 
-// DefaultRequeueBuckets cover how long a key stays parked: about a write's
-// visibility latency when healthy, up to the parking bound.
-var DefaultRequeueBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+// DefaultRequeueBuckets returns the buckets that cover how long a key stays
+// parked: about a write's visibility latency when healthy, up to the
+// parking bound. Each call returns a new slice.
+func DefaultRequeueBuckets() []float64 {
+	return []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+}
 
 // RequeueMetrics is a requeue.Metrics for Prometheus: the keys parked now
 // and how long keys were parked, by outcome (fresh, max_park, failed,
@@ -45,7 +48,7 @@ func NewRequeueMetrics(reg prometheus.Registerer, name string) (*RequeueMetrics,
 			Namespace: Namespace, Subsystem: "requeue", Name: "parked_seconds",
 			Help:        "How long keys stayed parked before going back to the queue, by outcome: fresh (the requeue-when-fresh latency), max_park, failed, shutdown.",
 			ConstLabels: prometheus.Labels{"name": name},
-			Buckets:     DefaultRequeueBuckets,
+			Buckets:     DefaultRequeueBuckets(),
 		}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.parked, m.wait} {

@@ -60,7 +60,7 @@ func TestRoutesByScope(t *testing.T) {
 
 	selective := New(cache.InformerList{a, b}, time.Second)
 	err := selective.Wrote(o, inNamespace(cm("y", "21"), "c"), nil)
-	if !errors.Is(err, cache.ErrNotWatched) || !errors.Is(err, cache.ErrNotWatched) || !strings.Contains(err.Error(), "namespace a") || !strings.Contains(err.Error(), "namespace b") {
+	if !errors.Is(err, cache.ErrNotWatched) || !strings.Contains(err.Error(), "namespace a") || !strings.Contains(err.Error(), "namespace b") {
 		t.Fatalf("a write outside every informer: %v", err)
 	}
 }

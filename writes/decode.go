@@ -19,7 +19,7 @@ import (
 var ErrUnsupportedContentType = errors.New("writes: unsupported response content type")
 
 // protobufMagic starts every Kubernetes protobuf body.
-var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+const protobufMagic = "k8s\x00"
 
 // decoded is the part of a write response the transport needs.
 type decoded struct {
@@ -96,7 +96,7 @@ func decodeJSON(body []byte) (decoded, error) {
 }
 
 func decodeProtobuf(body []byte) (decoded, error) {
-	if !bytes.HasPrefix(body, protobufMagic) {
+	if !bytes.HasPrefix(body, []byte(protobufMagic)) {
 		return decoded{}, errors.New("writes: protobuf write response without the Kubernetes magic prefix")
 	}
 	var u runtime.Unknown

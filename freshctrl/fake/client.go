@@ -192,6 +192,35 @@ func (b *ClientBuilder) build() (*Client, error) {
 	if mapper == nil {
 		mapper = testrestmapper.TestOnlyStaticRESTMapper(s)
 	}
+	o := b.freshctrlOptions()
+	srv := newServer(s)
+	o.NewListerWatcher = srv.listerWatcher // the informers list and watch the fake server
+	server := b.serverClient(s, mapper, srv)
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cc, err := b.newCache(ctx, o, s, mapper)
+	if err != nil {
+		return nil, err
+	}
+	reads := &cachedReads{Client: server, cache: cc, uncached: map[schema.GroupVersionKind]bool{}, unstructured: b.clientOptions.Unstructured}
+	for _, obj := range b.clientOptions.DisableFor {
+		gvk, err := apiutil.GVKForObject(obj, s)
+		if err != nil {
+			return nil, err
+		}
+		reads.uncached[gvk] = true
+	}
+	fc, err := o.WrapClient(reads, cc, b.clientOptions)
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, &Client{Client: fc, cache: cc, server: server, srv: srv, done: make(chan struct{})})
+}
+
+// freshctrlOptions are the builder's freshctrl.Options, metrics off unless
+// given, with the stale-read failure hook.
+func (b *ClientBuilder) freshctrlOptions() freshctrl.Options {
 	o := freshctrl.Options{DisableMetrics: true}
 	if b.options != nil {
 		o = *b.options
@@ -199,9 +228,13 @@ func (b *ClientBuilder) build() (*Client, error) {
 	if b.failOn != nil {
 		o.DetectStaleReads, o.OnStaleRead = true, b.failOn
 	}
+	return o
+}
 
-	srv := newServer(s)
-	o.NewListerWatcher = srv.listerWatcher // the informers list and watch the fake server
+// serverClient is controller-runtime's fake client over srv, seeded with
+// the builder's objects, indexes and interceptors: the server side, which
+// writes and uncached reads reach.
+func (b *ClientBuilder) serverClient(s *runtime.Scheme, mapper meta.RESTMapper, srv *server) client.WithWatch {
 	fb := crfake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjectTracker(srv).
 		WithObjects(b.objects...).WithLists(b.lists...).WithRuntimeObjects(b.runtimeObjs...).
 		WithStatusSubresource(b.statusObjs...)
@@ -211,8 +244,12 @@ func (b *ClientBuilder) build() (*Client, error) {
 	if b.interceptors != nil {
 		fb = fb.WithInterceptorFuncs(*b.interceptors)
 	}
-	server := fb.Build()
+	return fb.Build()
+}
 
+// newCache makes the freshctrl cache, offline but for the fake server,
+// with the builder's field indexes.
+func (b *ClientBuilder) newCache(ctx context.Context, o freshctrl.Options, s *runtime.Scheme, mapper meta.RESTMapper) (*freshctrl.Cache, error) {
 	co := b.cacheOptions
 	co.Scheme, co.Mapper = s, mapper
 	co.HTTPClient = &http.Client{Transport: offline{}}
@@ -220,8 +257,6 @@ func (b *ClientBuilder) build() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
 	for _, ix := range b.indexes {
 		obj, ok := ix.obj.(client.Object)
 		if !ok {
@@ -231,27 +266,17 @@ func (b *ClientBuilder) build() (*Client, error) {
 			return nil, fmt.Errorf("freshctrl/fake: index %s: %w", ix.field, err)
 		}
 	}
+	return cc.(*freshctrl.Cache), nil
+}
 
-	reads := &cachedReads{Client: server, cache: cc, uncached: map[schema.GroupVersionKind]bool{}, unstructured: b.clientOptions.Unstructured}
-	for _, obj := range b.clientOptions.DisableFor {
-		gvk, err := apiutil.GVKForObject(obj, s)
-		if err != nil {
-			return nil, err
-		}
-		reads.uncached[gvk] = true
-	}
-	fc, err := o.WrapClient(reads, cc.(*freshctrl.Cache), b.clientOptions)
-	if err != nil {
-		return nil, err
-	}
-
-	runCtx, stop := context.WithCancel(context.Background())
-	c := &Client{Client: fc, cache: cc.(*freshctrl.Cache), server: server, srv: srv, runCtx: runCtx, stop: stop, done: make(chan struct{})}
+// start runs c's cache until c.Stop and waits, within ctx, for it to sync.
+func start(ctx context.Context, c *Client) (*Client, error) {
+	c.runCtx, c.stop = context.WithCancel(context.Background())
 	go func() {
 		defer close(c.done)
-		c.startErr = cc.Start(runCtx)
+		c.startErr = c.cache.Start(c.runCtx)
 	}()
-	if !cc.WaitForCacheSync(ctx) {
+	if !c.cache.WaitForCacheSync(ctx) {
 		c.Stop()
 		return nil, fmt.Errorf("freshctrl/fake: the cache did not start (%v)", c.startErr)
 	}

@@ -162,7 +162,7 @@ func TestReconcileParkedUntilContextEnds(t *testing.T) {
 // takes nothing.
 func TestRequeuerOnePerClient(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
-	if c.Requeuer() != c.Requeuer() {
+	if first, second := c.Requeuer(), c.Requeuer(); first != second {
 		t.Error("Requeuer returned two Requeuers")
 	}
 	c.Stop()

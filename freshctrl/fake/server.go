@@ -585,21 +585,7 @@ func (w *watcher) run() {
 			if !ok {
 				return
 			}
-			m, err := meta.Accessor(ev.Object)
-			if err != nil {
-				continue
-			}
-			if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv > w.last {
-				w.last = rv
-			}
-			if !w.lw.admits(ev.Object) {
-				continue
-			}
-			obj, err := w.lw.represent(ev.Object)
-			if err != nil {
-				continue
-			}
-			held = &watch.Event{Type: ev.Type, Object: obj}
+			held = w.received(ev)
 		case <-changed:
 		case <-w.stop:
 			return
@@ -607,6 +593,26 @@ func (w *watcher) run() {
 			return
 		}
 	}
+}
+
+// received notes ev, read from the tracker, as seen, and returns it as the
+// informer represents it, or nil if it is outside the informer's scope.
+func (w *watcher) received(ev watch.Event) *watch.Event {
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return nil
+	}
+	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv > w.last {
+		w.last = rv
+	}
+	if !w.lw.admits(ev.Object) {
+		return nil
+	}
+	obj, err := w.lw.represent(ev.Object)
+	if err != nil {
+		return nil
+	}
+	return &watch.Event{Type: ev.Type, Object: obj}
 }
 
 // send passes ev on; false if the watch ended meanwhile.

@@ -774,17 +774,7 @@ func (s *Server) ListWithContext(ctx context.Context, o metav1.ListOptions) (run
 		return nil, transientError(s.rng)
 	}
 	if o.Continue != "" {
-		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
-			return nil, badRequest("specifying resource version is not allowed when using continue")
-		}
-		tok, ok := decodeContinue(o.Continue)
-		if !ok {
-			return nil, badRequest("continue key is not valid")
-		}
-		if tok.rev < s.compacted {
-			return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
-		}
-		return s.pageLocked(tok.rev, tok.after, o.Limit), nil
+		return s.continueLocked(o)
 	}
 	if s.stale != 0 {
 		s.stats.StaleProxyLists++
@@ -825,6 +815,22 @@ func (s *Server) ListWithContext(ctx context.Context, o metav1.ListOptions) (run
 	default:
 		return nil, badRequest(fmt.Sprintf("unknown resourceVersionMatch %q", match))
 	}
+}
+
+// continueLocked serves the next page of a paginated list, at the
+// revision its continue token names.
+func (s *Server) continueLocked(o metav1.ListOptions) (runtime.Object, error) {
+	if o.ResourceVersion != "" && o.ResourceVersion != "0" {
+		return nil, badRequest("specifying resource version is not allowed when using continue")
+	}
+	tok, ok := decodeContinue(o.Continue)
+	if !ok {
+		return nil, badRequest("continue key is not valid")
+	}
+	if tok.rev < s.compacted {
+		return nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	}
+	return s.pageLocked(tok.rev, tok.after, o.Limit), nil
 }
 
 // pageLocked returns the objects at rev after the name `after`, at most

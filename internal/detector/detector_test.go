@@ -474,7 +474,7 @@ func TestHaltPanicsByDefault(t *testing.T) {
 func TestStackLeavesThisPackageOut(t *testing.T) {
 	stack := callerStack()
 	first, _, _ := strings.Cut(strings.TrimSpace(stack), "\n")
-	if strings.Contains(stack, thisPackage) || first != "testing.tRunner()" {
+	if strings.Contains(stack, thisPackage()) || first != "testing.tRunner()" {
 		t.Errorf("stack:\n%s", stack)
 	}
 }

@@ -158,9 +158,9 @@ func (r *reporter) log(logger klog.Logger, rep stalereads.Report, suppressed int
 	logger.Error(nil, msg, append(kv, "stack", rep.Stack)...)
 }
 
-// thisPackage prefixes the function names of this package's frames, which
-// a stack leaves out: it starts at the caller's read or write.
-var thisPackage = reflect.TypeFor[reporter]().PkgPath() + "."
+// thisPackage returns the prefix of the function names of this package's
+// frames, which a stack leaves out: it starts at the caller's read or write.
+func thisPackage() string { return reflect.TypeFor[reporter]().PkgPath() + "." }
 
 // callerStack formats the calling goroutine's stack as the race detector
 // does, without this package's frames.
@@ -169,9 +169,10 @@ func callerStack() string {
 	n := runtime.Callers(2, pcs[:])
 	frames := runtime.CallersFrames(pcs[:n])
 	var b strings.Builder
+	prefix := thisPackage()
 	for i := 0; i < maxFrames; {
 		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, thisPackage) {
+		if !strings.HasPrefix(f.Function, prefix) {
 			fmt.Fprintf(&b, "  %s()\n      %s:%d\n", f.Function, f.File, f.Line)
 			i++
 		}

@@ -39,23 +39,26 @@ import (
 // informer.
 
 // outsideTable says, of each resource that a supported client-go serves
-// and the table lacks, whether it is namespaced.
-var outsideTable = map[schema.GroupVersionResource]bool{
-	// client-go 0.37 added these.
-	{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}:          false,
-	{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}:       true,
-	{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictionrequests"}:          true,
-	{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictions"}:                 true,
-	{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}:                 false,
-	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "compositepodgroups"}:       true,
-	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "podgroups"}:                true,
-	{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "workloads"}:                true,
-	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}:                 true,
-	{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "workloads"}:                 true,
-	{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations"}: false,
-	// client-go 0.37 dropped these.
-	{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "podgroups"}: true,
-	{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "workloads"}: true,
+// and the table lacks, whether it is namespaced. A new map at each call
+// (only as an informer is made): nobody can write to the table.
+func outsideTable() map[schema.GroupVersionResource]bool {
+	return map[schema.GroupVersionResource]bool{
+		// client-go 0.37 added these.
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}:          false,
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests"}:       true,
+		{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictionrequests"}:          true,
+		{Group: "lifecycle.k8s.io", Version: "v1alpha1", Resource: "evictions"}:                 true,
+		{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules"}:                 false,
+		{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "compositepodgroups"}:       true,
+		{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "podgroups"}:                true,
+		{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "workloads"}:                true,
+		{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}:                 true,
+		{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "workloads"}:                 true,
+		{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations"}: false,
+		// client-go 0.37 dropped these.
+		{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "podgroups"}: true,
+		{Group: "scheduling.k8s.io", Version: "v1alpha2", Resource: "workloads"}: true,
+	}
 }
 
 // newerResource returns what the factory needs to list and watch obj's
@@ -69,7 +72,7 @@ func (f *SharedInformerFactory[I]) newerResource(obj runtime.Object) (typedResou
 	}
 	for _, gvk := range gvks {
 		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
-		namespaced, known := outsideTable[gvr]
+		namespaced, known := outsideTable()[gvr]
 		if !known {
 			continue
 		}

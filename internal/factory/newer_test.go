@@ -123,7 +123,7 @@ func TestOutsideTableMatchesTheClientset(t *testing.T) {
 				t.Fatal(err)
 			}
 			gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
-			if want, ok := outsideTable[gvr]; !ok || want != namespaced {
+			if want, ok := outsideTable()[gvr]; !ok || want != namespaced {
 				t.Errorf("%s().%s(): outsideTable[%v] = %v, %v; the clientset says namespaced=%v", gm.Name, acc.Name, gvr, want, ok, namespaced)
 			}
 		}

@@ -86,19 +86,9 @@ func AuxWatch(ctx context.Context, lw toolscache.ListerWatcher, start, server fr
 		if !ok {
 			return NoBookmark
 		}
-		if ev.Type == watch.Error {
-			if isExpired(apierrors.FromObject(ev.Object)) {
-				return Expired
-			}
-			return Failed
-		}
-		m, err := meta.Accessor(ev.Object)
-		if err != nil {
-			return Failed
-		}
-		rv, err := freshness.ParseRV(m.GetResourceVersion())
-		if err != nil {
-			return Failed
+		rv, res, ok := eventRV(ev)
+		if !ok {
+			return res
 		}
 		if ev.Type != watch.Bookmark {
 			if rv.Compare(last) > 0 {
@@ -122,6 +112,26 @@ func AuxWatch(ctx context.Context, lw toolscache.ListerWatcher, start, server fr
 			return Proved
 		}
 	}
+}
+
+// eventRV returns ev's resource version; if ok is false, ev ends the probe
+// with res instead: an error event, or an object whose resource version
+// cannot be read.
+func eventRV(ev watch.Event) (rv freshness.RV, res AuxResult, ok bool) {
+	if ev.Type == watch.Error {
+		if isExpired(apierrors.FromObject(ev.Object)) {
+			return rv, Expired, false
+		}
+		return rv, Failed, false
+	}
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return rv, Failed, false
+	}
+	if rv, err = freshness.ParseRV(m.GetResourceVersion()); err != nil {
+		return rv, Failed, false
+	}
+	return rv, res, true
 }
 
 func isExpired(err error) bool {

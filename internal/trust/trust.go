@@ -436,20 +436,19 @@ func (t *Trust) NotStarted(target string) error {
 // else a *freshness.WaitError whose cause is why a wait could not begin
 // (stopped, incomparable) or freshness.ErrNotFresh.
 func (t *Trust) Check(target freshness.RV) error {
-	return t.waits.Wait(doneCtx, target, func(target, current freshness.RV, _ time.Duration, cause error) error {
-		if cause == context.Canceled { // doneCtx's: nothing else stood in the way
+	if t.waits.ReachedFast(target) {
+		return nil
+	}
+	// A context that ended before the wait begins: Wait answers at once.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	return t.waits.Wait(ended, target, func(target, current freshness.RV, _ time.Duration, cause error) error {
+		if cause == context.Canceled { // ended's: nothing else stood in the way
 			cause = freshness.ErrNotFresh
 		}
 		return &freshness.WaitError{Target: target.String(), Current: current.String(), Err: cause}
 	})
 }
-
-// doneCtx makes Check's wait end before it begins.
-var doneCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 // AfterFunc registers fn for target as Wait would end; the Due holds fn
 // when it is to run at once. Before the informer starts, fn is called
