@@ -85,9 +85,16 @@ type testInformer struct {
 // is objs at resource version rv, until the test ends.
 func startInformer(t *testing.T, s Scope, rv string, objs ...corev1.ConfigMap) *testInformer {
 	t.Helper()
+	return startInformerWith(t, s, rv, nil, objs...)
+}
+
+// startInformerWith is startInformer with more informer options.
+func startInformerWith(t *testing.T, s Scope, rv string, opts []fcache.Option, objs ...corev1.ConfigMap) *testInformer {
+	t.Helper()
 	lw := &fakeLW{rv: rv, items: objs, w: watch.NewFakeWithChanSize(16, false)}
-	inf := fcache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, fcache.WithName(s.String()), fcache.WithResource(configMaps),
-		fcache.WithSelector(s.Selector())) // as the registry makes them
+	opts = append([]fcache.Option{fcache.WithName(s.String()), fcache.WithResource(configMaps),
+		fcache.WithSelector(s.Selector())}, opts...) // as the registry makes them
+	inf := fcache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })
