@@ -77,9 +77,9 @@ func (h *HAControlPlane) EtcdutlPath() (string, error) {
 //     keep working through the load balancer) and wait for each one's
 //     /readyz, then for the load balancer's.
 //
-// Each process is stopped and started by itself; none is left running if
-// it fails half-way (Stop ends whatever runs). The members' old data is
-// removed.
+// Each process is stopped and started by itself; if the restore fails
+// half-way, Stop still ends whatever runs. The members' old data is
+// removed. Stop waits for a restore under way (bounded by ctx).
 func (h *HAControlPlane) RestoreEtcd(ctx context.Context, snap Snapshot, opts RestoreOptions) error {
 	if opts.MarkCompacted && opts.BumpRevision <= 0 {
 		return &Error{Component: ComponentEtcd, Op: "restore", Err: errors.New("MarkCompacted requires BumpRevision")}
@@ -110,20 +110,7 @@ func (h *HAControlPlane) RestoreEtcd(ctx context.Context, snap Snapshot, opts Re
 		if err := os.RemoveAll(m.dataDir); err != nil {
 			return &Error{Component: m.name, Op: "remove data for restore", Err: err}
 		}
-		args := []string{"snapshot", "restore", snap.Path,
-			"--name", m.name,
-			"--data-dir", m.dataDir,
-			"--initial-cluster", h.etcdPeers,
-			"--initial-cluster-token", filepath.Base(h.workDir),
-			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.peerPort),
-		}
-		if opts.BumpRevision > 0 {
-			args = append(args, "--bump-revision", strconv.FormatInt(opts.BumpRevision, 10))
-		}
-		if opts.MarkCompacted {
-			args = append(args, "--mark-compacted")
-		}
-		out, err := exec.CommandContext(ctx, etcdutl, args...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, etcdutl, h.restoreArgs(m, snap, opts)...).CombinedOutput()
 		if err != nil {
 			return &Error{Component: m.name, Op: "etcdutl snapshot restore", Err: err, Output: string(out)}
 		}
@@ -157,6 +144,27 @@ func (h *HAControlPlane) RestoreEtcd(ctx context.Context, snap Snapshot, opts Re
 		return err
 	}
 	return waitReadyConfig(ctx, h.cfg, ComponentHAProxy, h.lb.out)
+}
+
+// restoreArgs are etcdutl's arguments to restore member m from snap: the
+// member's own name, data directory and peer URL, the cluster's member list
+// and token (the same flags the member was started with, so that the
+// restored members form the same cluster), and opts' revision flags.
+func (h *HAControlPlane) restoreArgs(m *etcdMember, snap Snapshot, opts RestoreOptions) []string {
+	args := []string{"snapshot", "restore", snap.Path,
+		"--name", m.name,
+		"--data-dir", m.dataDir,
+		"--initial-cluster", h.etcdPeers,
+		"--initial-cluster-token", filepath.Base(h.workDir),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.peerPort),
+	}
+	if opts.BumpRevision > 0 {
+		args = append(args, "--bump-revision", strconv.FormatInt(opts.BumpRevision, 10))
+	}
+	if opts.MarkCompacted {
+		args = append(args, "--mark-compacted")
+	}
+	return args
 }
 
 // eachAPIServer runs f on every kube-apiserver at once and joins the
