@@ -25,7 +25,7 @@ import (
 )
 
 var restoreHeader = []string{"restore", "snapshot at", "etcd after", "apiservers down", "regressions declared", "declared after the apiservers were back",
-	"writes (failed)", "early wake-ups", "failed waits", "waits for lost writes: fresh / nil after the declaration / too large / early",
+	"writes (failed)", "early wake-ups", "failed waits", "waits for lost writes at once: fresh / nil, declared / too large / early", "the same 15 s later",
 	"our cache = server at the end", "plain: keys gone back silently", "plain: keys deleted", "plain: stale keys before new writes", "plain: stale keys at the end"}
 
 // haRestoreWarmup is how long the informers are left after the restore,
@@ -104,19 +104,25 @@ func testHAEtcdRestore(t *testing.T, h *controlplane.HAControlPlane, name string
 
 	// The writes the restore lost, and a waiter for each: a reconciler
 	// that wrote before the restore waits for its write's resource
-	// version after it.
+	// version after it, right when the apiservers are back (the informer
+	// may not have relisted yet), and again once it has had time to.
 	restored := serverState(t, ctx, writer, ns)
-	lost := &lostWaits{r: r, regsAt: regsBefore}
-	for key, b := range before {
-		if a, ok := restored[key]; !ok || a.seq < b.seq {
-			lost.start(ctx, key, b.seq, b.rv)
+	waitLost := func() *lostWaits {
+		l := &lostWaits{r: r, regsAt: regsBefore}
+		for key, b := range before {
+			if a, ok := restored[key]; !ok || a.seq < b.seq {
+				l.start(ctx, key, b.seq, b.rv)
+			}
 		}
+		return l
 	}
-	if lost.n == 0 {
+	lostAtOnce := waitLost()
+	if lostAtOnce.n == 0 {
 		t.Fatalf("%s: the restore lost no write: the test did not exercise one", name)
 	}
 	time.Sleep(haRestoreWarmup)
 	plainStaleBefore := plain.stale(t, ctx, writer)
+	lostLater := waitLost()
 
 	// Writes after the restore: with no bump their resource versions are
 	// ones the informers have already seen.
@@ -125,13 +131,15 @@ func testHAEtcdRestore(t *testing.T, h *controlplane.HAControlPlane, name string
 	stopWriters()
 	r.round(restoreKeys)
 	r.converge(90 * time.Second)
-	lost.wait()
+	lostAtOnce.wait()
+	lostLater.wait()
 	declared := declaredAt(back)
 	r.verify(1)
 	if r.wentBack() == 0 {
 		t.Errorf("%s: no cached key went back across the restore: the test did not exercise one", name)
 	}
-	lost.check(t)
+	lostAtOnce.check(t, "right after the restore")
+	lostLater.check(t, fmt.Sprintf("%v after the restore", haRestoreWarmup))
 	ourConverged := "yes"
 	if d := r.diff(); d != "" {
 		ourConverged = "no"
@@ -154,8 +162,8 @@ func testHAEtcdRestore(t *testing.T, h *controlplane.HAControlPlane, name string
 	r.mu.Unlock()
 	row := []string{name, strconv.FormatInt(snap.Revision, 10), strconv.FormatInt(rev, 10), back.Sub(began).Round(100 * time.Millisecond).String(),
 		strings.Join(reasons, ", "), declared,
-		fmt.Sprintf("%d (%d)", writes, writeErrs), strconv.Itoa(early + len(lost.early)), strconv.Itoa(waitErrs),
-		fmt.Sprintf("%d / %d / %d / %d of %d", lost.fresh, lost.excused, lost.tooLarge, len(lost.early), lost.n),
+		fmt.Sprintf("%d (%d)", writes, writeErrs), strconv.Itoa(early + len(lostAtOnce.early) + len(lostLater.early)), strconv.Itoa(waitErrs),
+		lostAtOnce.cell(), lostLater.cell(),
 		ourConverged, strconv.Itoa(plainBack), strconv.Itoa(plainDeleted),
 		fmt.Sprintf("%d of %d", len(plainStaleBefore), len(restored)), strconv.Itoa(len(plainStaleEnd))}
 	t.Logf("scenario 5, %s: client-go's lister %d s after the restore: %s; at the end: %s", name, int(haRestoreWarmup.Seconds()),
@@ -248,13 +256,21 @@ func (l *lostWaits) start(ctx context.Context, key string, seq int64, rv string)
 
 func (l *lostWaits) wait() { l.wg.Wait() }
 
-func (l *lostWaits) check(t *testing.T) {
+// cell is the table's summary: fresh / nil after a declared regression /
+// too large / early, of all.
+func (l *lostWaits) cell() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("%d / %d / %d / %d of %d", l.fresh, l.excused, l.tooLarge, len(l.early), l.n)
+}
+
+func (l *lostWaits) check(t *testing.T, when string) {
 	t.Helper()
 	l.wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t.Logf("waits for %d lost writes: fresh %d, nil after a declared regression %d, ErrTooLargeResourceVersion %d, early %d, other errors %d",
-		l.n, l.fresh, l.excused, l.tooLarge, len(l.early), len(l.errs))
+	t.Logf("waits for %d lost writes started %s: fresh %d, nil after a declared regression %d, ErrTooLargeResourceVersion %d, early %d, other errors %d",
+		l.n, when, l.fresh, l.excused, l.tooLarge, len(l.early), len(l.errs))
 	if len(l.early) > 0 {
 		t.Errorf("a wait for a lost write returned nil while the indexer lacked it and no regression was declared, %d times:\n%s", len(l.early), firstLines(l.early, 10))
 	}
