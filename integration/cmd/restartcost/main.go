@@ -59,12 +59,13 @@
 // With -ha the control plane is the highly available one of docs/ha.md
 // (integration/controlplane.StartHA: 3 kube-apiservers on 3 etcd members
 // behind HAProxy), and the restart is a rollout (scenario 3 of issue 39):
-// every kube-apiserver in turn is stopped (-stop graceful: SIGTERM, as a
-// rollout does; kill: SIGKILL) and started again, waited for before the
-// next. Each side's proxy, and the writer, reach the load balancer on a
-// connection of their own (so each lands on one replica, as one process's
-// client does); the proxies never go down (the load balancer's port stays
-// open). The writes are made once the rollout is over (-write-at ready) or
+// every kube-apiserver in turn is stopped (-stop graceful, the default
+// with -ha: SIGTERM, as a rollout does; kill: SIGKILL) and started again,
+// waited for before the next. The two sides' proxies reach the load
+// balancer on one connection (client-go's cached transport, as the
+// factories of one process share theirs), so it lands on one replica and
+// every restart hits both sides alike; the writer has a connection of its
+// own. The proxies never go down (the load balancer's port stays open). The writes are made once the rollout is over (-write-at ready) or
 // right after the first replica was stopped (-write-at during: the waits
 // are pending while the rollout goes on).
 //
@@ -257,6 +258,9 @@ func run() error {
 	if len(writeAts) == 0 {
 		return errors.New("-write-at: none given")
 	}
+	if *haFlag && !flagGiven("stop") {
+		*stopMode = "graceful" // a rollout terminates each replica
+	}
 	if *stopMode != "kill" && *stopMode != "graceful" {
 		return fmt.Errorf("-stop: %q is neither kill nor graceful", *stopMode)
 	}
@@ -288,7 +292,12 @@ func run() error {
 		defer h.Stop()
 		logf("%s", h.Describe())
 		b.ha = h
-		// A connection of its own: the proxies' are their own too.
+		// The writer on a connection of its own. The two sides' proxies
+		// share client-go's cached transport (h.Config() as is): one
+		// connection, so one replica, for both, as for the factories of
+		// one process; every restart of a rollout then hits both sides
+		// alike (or neither).
+		b.upstream = h.Config()
 		admin = controlplane.DistinctConnection(h.Config())
 	} else {
 		logf("starting a control plane")
@@ -321,6 +330,9 @@ func run() error {
 	}
 
 	b.cs, b.dyn, b.admin, b.apiAddr = cs, dyn, admin, apiURL.Host
+	if b.upstream == nil {
+		b.upstream = admin
+	}
 	prefix := "rc-" + strconv.FormatInt(time.Now().Unix()%1e6, 36)
 	for i := range *namespaces {
 		ns := fmt.Sprintf("%s-%02d", prefix, i)
@@ -370,6 +382,11 @@ func run() error {
 	if *haFlag {
 		fmt.Println("With -ha, \"apiserver gone → port open → /readyz\" is the whole rollout (the load balancer's port never closes: port open reads 0), " +
 			"\"after the apiserver was back\" means after the rollout was over, and writes at during were made right after the first replica went away.")
+		var hits []string
+		for _, r := range results {
+			hits = append(hits, fmt.Sprintf("%d/%s/%d: %d", r.size, r.writeAt, r.round, r.sidesHit))
+		}
+		fmt.Printf("Restarts of the replica the sides' connection was on, per rollout (objects/writes at/round: restarts): %s\n", strings.Join(hits, ", "))
 	}
 	printReport(results)
 	return nil
@@ -393,7 +410,8 @@ type bench struct {
 	ha         *controlplane.HAControlPlane // -ha
 	cs         kubernetes.Interface
 	dyn        dynamic.Interface
-	admin      *rest.Config
+	admin      *rest.Config // the writer's and populate's
+	upstream   *rest.Config // the proxies' way to the apiserver (or load balancer)
 	apiAddr    string
 	kinds      []kind
 	namespaces []string
@@ -572,7 +590,7 @@ type side struct {
 }
 
 func (b *bench) newSide(name string) (*side, error) {
-	p, err := newCountingProxy(name, b.admin, b.log)
+	p, err := newCountingProxy(name, b.upstream, b.log)
 	if err != nil {
 		return nil, err
 	}
@@ -655,6 +673,7 @@ type roundResult struct {
 	kill, back       time.Time
 	endedQuiet       bool
 	startRetries     int // apiserver starts that failed before the one that came up
+	sidesHit         int // -ha: restarts of the replica the sides' connection was on
 	syncPlain, syncO time.Duration
 }
 
@@ -980,7 +999,17 @@ func (b *bench) write(ctx context.Context, p *pair, value string) {
 // the next; with -write-at during, the writes start right after the first
 // one went away.
 func (b *bench) rollout(ctx context.Context, res *roundResult, writeAt string, writes func()) error {
+	sides, err := kubernetes.NewForConfig(b.upstream) // the proxies' connection
+	if err != nil {
+		return err
+	}
 	for i := range b.ha.APIServers() {
+		if at, err := b.ha.WhichAPIServer(ctx, sides.CoreV1().RESTClient()); err == nil {
+			logf("both sides' connection on kube-apiserver %d", at)
+			if at == i {
+				res.sidesHit++
+			}
+		}
 		var err error
 		if *stopMode == "kill" {
 			err = b.ha.KillAPIServer(i)
