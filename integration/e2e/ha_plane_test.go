@@ -56,6 +56,12 @@ func TestHA(t *testing.T) {
 		}
 		testHAEtcdMemberLoss(t, h)
 	})
+	t.Run("RolloutCost", func(t *testing.T) {
+		if !haLong() {
+			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
+		}
+		testHARolloutCost(t, h)
+	})
 	// Last: a restore rewrites the whole cluster (the earlier scenarios'
 	// namespaces go back to the snapshot's state too).
 	t.Run("EtcdRestore", func(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/freshinformer/freshinformer/integration/testenv"
 )
 
-var restoreHeader = []string{"restore", "snapshot at", "etcd after", "apiservers down", "regressions declared", "declared after the apiservers were back",
+var restoreHeader = []string{"restore", "snapshot at", "etcd after", "apiservers down", "regressions declared", "declared, from RestoreEtcd's return",
 	"writes (failed)", "early wake-ups", "failed waits", "waits for lost writes at once: fresh / nil, declared / too large / early", "the same 15 s later",
 	"our cache = server at the end", "plain: keys gone back silently", "plain: keys deleted", "plain: stale keys before new writes", "plain: stale keys at the end"}
 
@@ -165,7 +165,7 @@ func testHAEtcdRestore(t *testing.T, h *controlplane.HAControlPlane, name string
 		fmt.Sprintf("%d (%d)", writes, writeErrs), strconv.Itoa(early + len(lostAtOnce.early) + len(lostLater.early)), strconv.Itoa(waitErrs),
 		lostAtOnce.cell(), lostLater.cell(),
 		ourConverged, strconv.Itoa(plainBack), strconv.Itoa(plainDeleted),
-		fmt.Sprintf("%d of %d", len(plainStaleBefore), len(restored)), strconv.Itoa(len(plainStaleEnd))}
+		fmt.Sprintf("%d (the server has %d)", len(plainStaleBefore), len(restored)), strconv.Itoa(len(plainStaleEnd))}
 	t.Logf("scenario 5, %s: client-go's lister %d s after the restore: %s; at the end: %s", name, int(haRestoreWarmup.Seconds()),
 		firstLines(plainStaleBefore, 8), firstLines(plainStaleEnd, 8))
 	t.Logf("scenario 5, an etcd cluster restore behind the load balancer:%s", table(restoreHeader, [][]string{row}))
