@@ -116,10 +116,18 @@ type HAControlPlane struct {
 	cfg       *rest.Config // through the load balancer
 	stopOnce  sync.Once
 	stopErr   error
-	mu        sync.Mutex
-	stopped   bool
 	apiCfgs   []*rest.Config
 	etcdPeers string // --initial-cluster
+
+	// restoreMu is held by RestoreEtcd for the whole restore and by Stop:
+	// a restore stops and starts every process, and Stop must not run
+	// in between (it would leave what the restore starts next running).
+	// It comes before mu, and both before any proc's mutex.
+	restoreMu sync.Mutex
+
+	mu        sync.Mutex // guards stopped and snapshots
+	stopped   bool
+	snapshots int // snapshot files written by SnapshotEtcd
 }
 
 type etcdMember struct {
@@ -801,6 +809,8 @@ func (h *HAControlPlane) Ready(ctx context.Context) bool {
 // is idempotent and safe to call concurrently.
 func (h *HAControlPlane) Stop() error {
 	h.stopOnce.Do(func() {
+		h.restoreMu.Lock()
+		defer h.restoreMu.Unlock()
 		h.mu.Lock()
 		h.stopped = true
 		h.mu.Unlock()

@@ -79,3 +79,31 @@ func TestHAProxyAcceptsConfig(t *testing.T) {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
 }
+
+// Every member is restored with its own name, data directory and peer URL,
+// and the cluster's member list and token, as it was started: otherwise the
+// restored members would not form one cluster. The revision flags go to
+// every member alike.
+func TestHARestoreArgsPerMember(t *testing.T) {
+	h := &HAControlPlane{workDir: "/tmp/freshinformer-controlplane-ha-x", etcdPeers: "etcd-0=http://127.0.0.1:2380,etcd-1=http://127.0.0.1:2382",
+		etcd: []*etcdMember{{name: "etcd-0", peerPort: 2380, dataDir: "d0"}, {name: "etcd-1", peerPort: 2382, dataDir: "d1"}}}
+	snap := Snapshot{Path: "snap.db"}
+	for i, m := range h.etcd {
+		for _, opts := range []RestoreOptions{{}, {BumpRevision: 1000, MarkCompacted: true}} {
+			got := strings.Join(h.restoreArgs(m, snap, opts), " ")
+			want := "snapshot restore snap.db --name " + m.name + " --data-dir " + m.dataDir +
+				" --initial-cluster " + h.etcdPeers + " --initial-cluster-token freshinformer-controlplane-ha-x" +
+				" --initial-advertise-peer-urls http://127.0.0.1:" + []string{"2380", "2382"}[i]
+			if opts.BumpRevision > 0 {
+				want += " --bump-revision 1000 --mark-compacted"
+			}
+			if got != want {
+				t.Errorf("member %d, %+v:\n got %s\nwant %s", i, opts, got, want)
+			}
+		}
+	}
+	// The token is the one the members were started with.
+	if a := strings.Join(h.etcdArgs(h.etcd[0]), " "); !strings.Contains(a, "--initial-cluster-token=freshinformer-controlplane-ha-x") {
+		t.Errorf("etcd flags lack the restore's token: %s", a)
+	}
+}

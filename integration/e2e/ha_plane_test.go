@@ -36,7 +36,8 @@ func haLong() bool { return os.Getenv(envHALong) == "1" }
 
 // TestHA runs the scenarios of docs/ha.md on one highly available control
 // plane (3 kube-apiservers, 3 etcd members, HAProxy), one after the other:
-// each leaves the plane whole. `make integration` runs the short form of
+// each leaves the plane whole (the etcd restores, last, leave it serving
+// the restored state). `make integration` runs the short form of
 // scenarios 1 and 2; `make ha` (FRESHINFORMER_HA_LONG=1) the long form of
 // all of them.
 func TestHA(t *testing.T) {
@@ -54,6 +55,24 @@ func TestHA(t *testing.T) {
 			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
 		}
 		testHAEtcdMemberLoss(t, h)
+	})
+	t.Run("RolloutCost", func(t *testing.T) {
+		if !haLong() {
+			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
+		}
+		testHARolloutCost(t, h)
+	})
+	// Last: a restore rewrites the whole cluster (the earlier scenarios'
+	// namespaces go back to the snapshot's state too).
+	t.Run("EtcdRestore", func(t *testing.T) {
+		if !haLong() {
+			t.Skipf("long form only (make ha, %s=1): keeps make integration short", envHALong)
+		}
+		t.Run("NoBump", func(t *testing.T) { testHAEtcdRestore(t, h, "no bump", controlplane.RestoreOptions{}) })
+		t.Run("Bump", func(t *testing.T) {
+			testHAEtcdRestore(t, h, "--bump-revision 1000000000 --mark-compacted",
+				controlplane.RestoreOptions{BumpRevision: 1_000_000_000, MarkCompacted: true})
+		})
 	})
 }
 

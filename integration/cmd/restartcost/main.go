@@ -56,6 +56,19 @@
 // every request of every window as TSV (with when its headers and, for a
 // watch-list, its initial events' end came), -write-log FILE every write.
 //
+// With -ha the control plane is the highly available one of docs/ha.md
+// (integration/controlplane.StartHA: 3 kube-apiservers on 3 etcd members
+// behind HAProxy), and the restart is a rollout (scenario 3 of issue 39):
+// every kube-apiserver in turn is stopped (-stop graceful, the default
+// with -ha: SIGTERM, as a rollout does; kill: SIGKILL) and started again,
+// waited for before the next. The two sides' proxies reach the load
+// balancer on one connection (client-go's cached transport, as the
+// factories of one process share theirs), so it lands on one replica and
+// every restart hits both sides alike; the writer has a connection of its
+// own. The proxies never go down (the load balancer's port stays open). The writes are made once the rollout is over (-write-at ready) or
+// right after the first replica was stopped (-write-at during: the waits
+// are pending while the rollout goes on).
+//
 // Client-side throttling is client-go's token bucket at -qps/-burst per side
 // (one clientset per side, as in one process); the time requests spent in
 // it is printed. Timings are reported, never asserted.
@@ -132,6 +145,7 @@ var (
 	elsewhere     = flag.Bool("write-elsewhere", true, "right before the restart, write a ConfigMap in a namespace no informer watches, so that etcd's revision (where the restarted apiserver's watch cache starts) is past every informer's last resource version, as on any cluster where something else writes (leases do every 10 s); false leaves it to chance")
 	logFile       = flag.String("log", "", "write every request of every window to this file (TSV)")
 	writeLog      = flag.String("write-log", "", "write every write after a restart, with when each side showed it, to this file (TSV)")
+	haFlag        = flag.Bool("ha", false, "run on the highly available control plane (3 kube-apiservers on 3 etcd members behind HAProxy, docs/ha.md) and roll every kube-apiserver in turn instead of restarting the one; -write-at then takes ready and/or during (default both)")
 	clientLogs    = flag.Bool("client-logs", false, "show client-go's and the library's informational logs (every informer logs its broken watch); errors show either way")
 )
 
@@ -227,13 +241,25 @@ func run() error {
 		return errors.New("-namespaces, -kinds, -rounds and -sizes must be at least 1")
 	}
 	writeAts := splitList(*writeAtFlag)
+	if *haFlag && !flagGiven("write-at") {
+		writeAts = []string{"ready", "during"}
+	}
 	for _, at := range writeAts {
-		if at != "ready" && at != "port" {
+		switch {
+		case at == "ready":
+		case at == "port" && !*haFlag:
+		case at == "during" && *haFlag:
+		case *haFlag:
+			return fmt.Errorf("-write-at: %q is neither ready nor during (with -ha)", at)
+		default:
 			return fmt.Errorf("-write-at: %q is neither ready nor port", at)
 		}
 	}
 	if len(writeAts) == 0 {
 		return errors.New("-write-at: none given")
+	}
+	if *haFlag && !flagGiven("stop") {
+		*stopMode = "graceful" // a rollout terminates each replica
 	}
 	if *stopMode != "kill" && *stopMode != "graceful" {
 		return fmt.Errorf("-stop: %q is neither kill nor graceful", *stopMode)
@@ -255,14 +281,35 @@ func run() error {
 		fmt.Fprintln(wtsv, "size\twrite_at\tround\tnamespace\tresource\trv\tattempts\twritten_ms_after_kill\twritten_ms_after_back\tplain_lister_ms\tours_lister_ms\tours_wait_ms\twait_error\twith_write\twrite_error")
 	}
 
-	logf("starting a control plane")
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
-	if err != nil {
-		return err
+	b := &bench{kinds: kinds, log: &requestLog{}, tsv: tsv, wtsv: wtsv}
+	var admin *rest.Config
+	if *haFlag {
+		logf("starting an HA control plane")
+		h, err := controlplane.StartHA(ctx, controlplane.HAOptions{})
+		if err != nil {
+			return err
+		}
+		defer h.Stop()
+		logf("%s", h.Describe())
+		b.ha = h
+		// The writer on a connection of its own. The two sides' proxies
+		// share client-go's cached transport (h.Config() as is): one
+		// connection, so one replica, for both, as for the factories of
+		// one process; every restart of a rollout then hits both sides
+		// alike (or neither).
+		b.upstream = h.Config()
+		admin = controlplane.DistinctConnection(h.Config())
+	} else {
+		logf("starting a control plane")
+		cp, err := controlplane.Start(ctx, controlplane.Options{})
+		if err != nil {
+			return err
+		}
+		defer cp.Stop()
+		logf("%s", cp.Describe())
+		b.cp = cp
+		admin = cp.Config()
 	}
-	defer cp.Stop()
-	logf("%s", cp.Describe())
-	admin := cp.Config()
 	admin.QPS, admin.Burst = 1000, 2000
 	admin.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(admin)
@@ -282,7 +329,10 @@ func run() error {
 		return err
 	}
 
-	b := &bench{cp: cp, cs: cs, dyn: dyn, admin: admin, apiAddr: apiURL.Host, kinds: kinds, log: &requestLog{}, tsv: tsv, wtsv: wtsv}
+	b.cs, b.dyn, b.admin, b.apiAddr = cs, dyn, admin, apiURL.Host
+	if b.upstream == nil {
+		b.upstream = admin
+	}
 	prefix := "rc-" + strconv.FormatInt(time.Now().Unix()%1e6, 36)
 	for i := range *namespaces {
 		ns := fmt.Sprintf("%s-%02d", prefix, i)
@@ -329,11 +379,26 @@ func run() error {
 	}
 	fmt.Printf("%d namespaces × %d kinds (%s) = %d informers a side; apiserver %s; client QPS %v, burst %d a side; response content types: %s\n",
 		*namespaces, len(kinds), strings.Join(names, ", "), *namespaces*len(kinds), stopWord(), *qps, *burst, strings.Join(b.contentTypes(), ", "))
+	if *haFlag {
+		fmt.Println("With -ha, \"apiserver gone → port open → /readyz\" is the whole rollout (the load balancer's port never closes: port open reads 0), " +
+			"\"after the apiserver was back\" means after the rollout was over, and writes at during were made right after the first replica went away.")
+		var hits []string
+		for _, r := range results {
+			hits = append(hits, fmt.Sprintf("%d/%s/%d: %d", r.size, r.writeAt, r.round, r.sidesHit))
+		}
+		fmt.Printf("Restarts of the replica the sides' connection was on, per rollout (objects/writes at/round: restarts): %s\n", strings.Join(hits, ", "))
+	}
 	printReport(results)
 	return nil
 }
 
 func stopWord() string {
+	if *haFlag {
+		if *stopMode == "kill" {
+			return "rolled behind HAProxy: every kube-apiserver in turn killed (SIGKILL) and started again, waited for before the next"
+		}
+		return "rolled behind HAProxy: every kube-apiserver in turn stopped (SIGTERM) and started again, waited for before the next"
+	}
 	if *stopMode == "kill" {
 		return "killed (SIGKILL) and started again on its port"
 	}
@@ -341,10 +406,12 @@ func stopWord() string {
 }
 
 type bench struct {
-	cp         *controlplane.ControlPlane
+	cp         *controlplane.ControlPlane   // nil with -ha
+	ha         *controlplane.HAControlPlane // -ha
 	cs         kubernetes.Interface
 	dyn        dynamic.Interface
-	admin      *rest.Config
+	admin      *rest.Config // the writer's and populate's
+	upstream   *rest.Config // the proxies' way to the apiserver (or load balancer)
 	apiAddr    string
 	kinds      []kind
 	namespaces []string
@@ -523,7 +590,7 @@ type side struct {
 }
 
 func (b *bench) newSide(name string) (*side, error) {
-	p, err := newCountingProxy(name, b.admin, b.log)
+	p, err := newCountingProxy(name, b.upstream, b.log)
 	if err != nil {
 		return nil, err
 	}
@@ -606,6 +673,7 @@ type roundResult struct {
 	kill, back       time.Time
 	endedQuiet       bool
 	startRetries     int // apiserver starts that failed before the one that came up
+	sidesHit         int // -ha: restarts of the replica the sides' connection was on
 	syncPlain, syncO time.Duration
 }
 
@@ -752,37 +820,6 @@ func (b *bench) round(ctx context.Context, size, round int, writeAt string, nth 
 	if nth%2 == 1 {
 		slices.Reverse(proxies)
 	}
-	res.kill = time.Now()
-	if *stopMode == "kill" {
-		for _, p := range proxies {
-			p.down()
-		}
-		if err := b.cp.KillAPIServer(); err != nil {
-			return nil, err
-		}
-		mirror.Go(func() { mirrorAPIServer(mctx, b.apiAddr, true, proxies...) })
-	} else {
-		mirror.Go(func() { mirrorAPIServer(mctx, b.apiAddr, false, proxies...) })
-		if err := b.cp.StopAPIServer(); err != nil {
-			return nil, err
-		}
-	}
-	logf("apiserver %s; starting it again", map[string]string{"kill": "killed", "graceful": "stopped"}[*stopMode])
-	started := make(chan error, 1)
-	go func() {
-		// On a loaded machine the apiserver can miss envtest's 30 s start
-		// bound; try again (twice at most) and say so in the tables.
-		var err error
-		for attempt := 1; attempt <= 3; attempt++ {
-			if err = b.cp.StartAPIServer(ctx); err == nil || ctx.Err() != nil {
-				break
-			}
-			res.startRetries++
-			logf("apiserver start failed (attempt %d of 3): %v", attempt, firstLine(err.Error()))
-		}
-		started <- err
-	}()
-
 	// One write per informer, all at once, each followed by our wait.
 	writes := func() {
 		for i, p := range pairs {
@@ -792,21 +829,67 @@ func (b *bench) round(ctx context.Context, size, round int, writeAt string, nth 
 			}()
 		}
 	}
-	if writeAt == "port" {
-		waitPort(ctx, b.apiAddr)
-		logf("port open after %v; one write per informer", time.Since(res.kill).Round(time.Millisecond))
-		writes()
-	}
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	res.back = time.Now()
-	res.outage = res.back.Sub(res.kill)
-	if writeAt == "ready" {
-		logf("back after %v; one write per informer", res.outage.Round(time.Millisecond))
-		writes()
+	if b.ha != nil {
+		res.kill = time.Now()
+		if err := b.rollout(ctx, res, writeAt, writes); err != nil {
+			return nil, err
+		}
+		res.back = time.Now()
+		res.outage = res.back.Sub(res.kill)
+		if writeAt == "ready" {
+			logf("rollout over after %v; one write per informer", res.outage.Round(time.Millisecond))
+			writes()
+		} else {
+			logf("rollout over after %v", res.outage.Round(time.Millisecond))
+		}
 	} else {
-		logf("back after %v", res.outage.Round(time.Millisecond))
+		res.kill = time.Now()
+		if *stopMode == "kill" {
+			for _, p := range proxies {
+				p.down()
+			}
+			if err := b.cp.KillAPIServer(); err != nil {
+				return nil, err
+			}
+			mirror.Go(func() { mirrorAPIServer(mctx, b.apiAddr, true, proxies...) })
+		} else {
+			mirror.Go(func() { mirrorAPIServer(mctx, b.apiAddr, false, proxies...) })
+			if err := b.cp.StopAPIServer(); err != nil {
+				return nil, err
+			}
+		}
+		logf("apiserver %s; starting it again", map[string]string{"kill": "killed", "graceful": "stopped"}[*stopMode])
+		started := make(chan error, 1)
+		go func() {
+			// On a loaded machine the apiserver can miss envtest's 30 s start
+			// bound; try again (twice at most) and say so in the tables.
+			var err error
+			for attempt := 1; attempt <= 3; attempt++ {
+				if err = b.cp.StartAPIServer(ctx); err == nil || ctx.Err() != nil {
+					break
+				}
+				res.startRetries++
+				logf("apiserver start failed (attempt %d of 3): %v", attempt, firstLine(err.Error()))
+			}
+			started <- err
+		}()
+
+		if writeAt == "port" {
+			waitPort(ctx, b.apiAddr)
+			logf("port open after %v; one write per informer", time.Since(res.kill).Round(time.Millisecond))
+			writes()
+		}
+		if err := <-started; err != nil {
+			return nil, err
+		}
+		res.back = time.Now()
+		res.outage = res.back.Sub(res.kill)
+		if writeAt == "ready" {
+			logf("back after %v; one write per informer", res.outage.Round(time.Millisecond))
+			writes()
+		} else {
+			logf("back after %v", res.outage.Round(time.Millisecond))
+		}
 	}
 
 	// Until every wait returned, every write was seen, and both sides went quiet.
@@ -909,6 +992,60 @@ func (b *bench) write(ctx context.Context, p *pair, value string) {
 		}
 		w.waitReturnedBeforeWrite = !w.cached
 	}
+}
+
+// rollout restarts every kube-apiserver of the HA plane in turn (-stop:
+// SIGTERM or SIGKILL), each started again and waited for (/readyz) before
+// the next; with -write-at during, the writes start right after the first
+// one went away.
+func (b *bench) rollout(ctx context.Context, res *roundResult, writeAt string, writes func()) error {
+	sides, err := kubernetes.NewForConfig(b.upstream) // the proxies' connection
+	if err != nil {
+		return err
+	}
+	for i := range b.ha.APIServers() {
+		if at, err := b.ha.WhichAPIServer(ctx, sides.CoreV1().RESTClient()); err == nil {
+			logf("both sides' connection on kube-apiserver %d", at)
+			if at == i {
+				res.sidesHit++
+			}
+		}
+		var err error
+		if *stopMode == "kill" {
+			err = b.ha.KillAPIServer(i)
+		} else {
+			err = b.ha.StopAPIServer(i)
+		}
+		if err != nil {
+			return err
+		}
+		logf("kube-apiserver %d %s after %v; starting it again", i, map[string]string{"kill": "killed", "graceful": "stopped"}[*stopMode],
+			time.Since(res.kill).Round(time.Millisecond))
+		if i == 0 && writeAt == "during" {
+			writes()
+		}
+		// On a loaded machine a start can take long; try again (twice at
+		// most) and say so in the tables.
+		for attempt := 1; attempt <= 3; attempt++ {
+			if err = b.ha.StartAPIServer(ctx, i); err == nil || ctx.Err() != nil {
+				break
+			}
+			res.startRetries++
+			logf("kube-apiserver %d: start failed (attempt %d of 3): %v", i, attempt, firstLine(err.Error()))
+			_ = b.ha.StopAPIServer(i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flagGiven reports whether the named flag was set on the command line.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // waitPort returns once addr accepts a TCP connection (polled every 5 ms).
