@@ -180,15 +180,20 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseco
 
 func printTable(lag time.Duration, rows []result) {
 	fmt.Printf("### watch lag %v\n\n", lag)
-	fmt.Println("| config | extra pod creates / deletes | pod creates / deletes (min) | converge p50 / p99 (ms) | not converged | RS status 409s | API requests | skips (kcm metric) | skip → resync p50 / p99 (ms) | fresh → resync p50 / p99 / max (ms) | held syncs, p50 / p99 (ms) | workqueue retries | CPU (s) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| config | extra pod creates / deletes | pod creates / deletes (min) | converge p50 / p99 (ms) | not converged | RS status 409s | API requests | skips (kcm metric) | skip → resync p50 / p99 (ms) | fresh → resync p50 / p99 / max (ms) | held syncs, p50 / p99 (ms) | workqueue retries | controller CPU (s) | driver CPU (s) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Printf("| %s | %d / %d | %d / %d (%d / %d) | %s / %s | %d | %d | %d | %d (%.0f) | %s / %s | %s / %s / %s (%d unseen) | %d, %s / %s | %.0f | %.1f |\n",
+		fmt.Printf("| %s | %d / %d | %d / %d (%d / %d) | %s / %s | %d | %d | %d | %d (%.0f) | %s / %s | %s / %s / %s (%d unseen) | %d, %s / %s | %.0f | %.2f | %.2f |\n",
 			r.name, r.extraCreates, r.extraDeletes, r.creates, r.deletes, r.minCreates, r.minDeletes,
 			ms(pct(r.converge, 50)), ms(pct(r.converge, 99)), r.notConverged, r.conflicts, r.requests,
 			r.skips, r.kcmSkips, ms(pct(r.skipToSync, 50)), ms(pct(r.skipToSync, 99)),
 			ms(pct(r.freshToSync, 50)), ms(pct(r.freshToSync, 99)), ms(pct(r.freshToSync, 100)), r.freshUnseen,
-			len(r.held), ms(pct(r.held, 50)), ms(pct(r.held, 99)), r.retries, r.cpu.Seconds())
+			len(r.held), ms(pct(r.held, 50)), ms(pct(r.held, 99)), r.retries, r.cpu.Seconds(), r.driverCPU.Seconds())
+	}
+	fmt.Println()
+	for _, r := range rows {
+		fmt.Printf("- %s requests: %s\n", r.name, r.requestKinds)
+		fmt.Printf("- %s RS status 409s: %s\n", r.name, r.conflictClasses)
 	}
 	fmt.Println()
 }
