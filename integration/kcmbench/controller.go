@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller"
@@ -32,6 +33,7 @@ import (
 	consistencyutil "k8s.io/kubernetes/pkg/controller/util/consistency"
 
 	"github.com/freshinformer/freshinformer/consistency"
+	jobcontroller "github.com/freshinformer/freshinformer/integration/kcmbench/jobcontroller"
 	"github.com/freshinformer/freshinformer/metrics"
 )
 
@@ -61,9 +63,10 @@ type ctlResult struct {
 
 // controllerArgs are the flags a controller process takes.
 type controllerArgs struct {
-	name string // P, K or F
-	lag  time.Duration
-	ns   string
+	name       string // P, K or F
+	controller string // rs or job
+	lag        time.Duration
+	ns         string
 }
 
 // countingPodControl counts the controller's pod writes that succeeded.
@@ -103,7 +106,7 @@ func cpuTime() time.Duration {
 // controller process and waits until it is ready; stop ends it and
 // returns what it measured.
 func startControllerProcess(c config, name string, lag time.Duration, ns string) (stop func() (ctlResult, error), err error) {
-	args := []string{"-controller-process", "-config", name, "-lag", lag.String(), "-ns", ns,
+	args := []string{"-controller-process", "-controllers", c.controller, "-config", name, "-lag", lag.String(), "-ns", ns,
 		"-workers", fmt.Sprint(c.workers), "-qps", fmt.Sprint(c.qps), "-burst", fmt.Sprint(c.burst),
 		"-max-wait", c.maxWait.String(), "-f-probe-delay", c.probeDelay.String()}
 	cmd := exec.Command(os.Args[0], args...)
@@ -155,9 +158,9 @@ func controllerProcessMain(base *rest.Config, c config, a controllerArgs) error 
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// startController builds and runs the ReplicaSet controller of
-// configuration a.name, with its informers synced; stop ends the
-// measurement and returns it.
+// startController builds and runs the controller a.controller (the
+// ReplicaSet or the Job controller) of configuration a.name, with its
+// informers synced; stop ends the measurement and returns it.
 func startController(ctx context.Context, base *rest.Config, c config, a controllerArgs) (stop func() ctlResult, err error) {
 	name, lag, ns := a.name, a.lag, a.ns
 	// The controller's client: counted, its watches delayed by lag.
@@ -172,12 +175,19 @@ func startController(ctx context.Context, base *rest.Config, c config, a control
 
 	var store consistencyutil.ConsistencyStore
 	var ours *metrics.ConsistencyMetrics
-	const queueName = "replicaset"
 	reg := prometheus.NewRegistry()
 
 	infs := newInformers(name, client, ns, c.probeDelay)
-	rsInf, podInf := infs.rs.Informer(), infs.pods.Informer()
-	if g, ok := rsInf.GetStore().(interface{ LastStoreSyncResourceVersion() string }); ok {
+	ownerGR, ownerKind := rsGR, schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}
+	var ownerInf toolscache.SharedIndexInformer
+	if a.controller == "job" {
+		ownerGR, ownerKind = jobsGR, schema.GroupKind{Group: "batch", Kind: "Job"}
+		ownerInf = infs.jobs.Informer()
+	} else {
+		ownerInf = infs.rs.Informer()
+	}
+	podInf := infs.pods.Informer()
+	if g, ok := ownerInf.GetStore().(interface{ LastStoreSyncResourceVersion() string }); ok {
 		clog.cacheRV = g.LastStoreSyncResourceVersion
 	}
 	switch name {
@@ -185,45 +195,60 @@ func startController(ctx context.Context, base *rest.Config, c config, a control
 		store = consistencyutil.NewNoopConsistencyStore()
 	case "K":
 		store = consistencyutil.NewConsistencyStore(map[schema.GroupResource]consistencyutil.LastSyncRVGetter{
-			podsGR: podInf.GetStore(),
-			rsGR:   rsInf.GetStore(),
+			podsGR:  podInf.GetStore(),
+			ownerGR: ownerInf.GetStore(),
 		})
 	case "F":
-		m, err := metrics.NewConsistencyMetrics(reg, "replicaset")
+		m, err := metrics.NewConsistencyMetrics(reg, a.controller)
 		if err != nil {
 			return nil, err
 		}
 		ours = m
 		store = consistency.NewStore(infs.source, consistency.WithMaxWait(c.maxWait), consistency.WithMetrics(m),
-			consistency.WithOwnerKind(schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}))
+			consistency.WithOwnerKind(ownerKind))
 	default:
 		return nil, fmt.Errorf("unknown configuration %q", name)
 	}
 	ms := newMeasuredStore(store)
 	_, _ = podInf.AddEventHandler(ms.handler(podsGR))
-	_, _ = rsInf.AddEventHandler(ms.handler(rsGR))
+	_, _ = ownerInf.AddEventHandler(ms.handler(ownerGR))
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	var onWrite func(*corev1.Pod, *metav1.OwnerReference)
-	if name != "P" {
-		onWrite = func(pod *corev1.Pod, ref *metav1.OwnerReference) {
-			if ref == nil {
-				return
-			}
-			ms.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podsGR, pod.ResourceVersion)
+	var run func(ctx context.Context, workers int)
+	pc := &countingPodControl{}
+	queueName, skipsMetric := "replicaset", "replicaset_controller_stale_sync_skips_total"
+	if a.controller == "job" {
+		// The Job controller builds its PodControl itself; pods are counted
+		// by the driver.
+		queueName, skipsMetric = "job", "job_controller_stale_sync_skips_total"
+		jc, err := jobcontroller.NewControllerWithConsistencyStore(ctx, client, infs.pods, infs.jobs, ms)
+		if err != nil {
+			return nil, err
 		}
+		run = jc.Run
+	} else {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		var onWrite func(*corev1.Pod, *metav1.OwnerReference)
+		if name != "P" {
+			onWrite = func(pod *corev1.Pod, ref *metav1.OwnerReference) {
+				if ref == nil {
+					return
+				}
+				ms.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podsGR, pod.ResourceVersion)
+			}
+		}
+		pc.PodControlInterface = controller.RealPodControl{
+			KubeClient: client,
+			Recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "replicaset-controller"}),
+			OnWrite:    onWrite,
+		}
+		rsc := replicaset.NewBaseController(klog.Background(), infs.rs, infs.pods, client, 500,
+			appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), "replicaset_controller", queueName, pc, broadcaster,
+			replicaset.DefaultReplicaSetControllerFeatures(), ms)
+		run = rsc.Run
 	}
-	pc := &countingPodControl{PodControlInterface: controller.RealPodControl{
-		KubeClient: client,
-		Recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "replicaset-controller"}),
-		OnWrite:    onWrite,
-	}}
-	rsc := replicaset.NewBaseController(klog.Background(), infs.rs, infs.pods, client, 500,
-		appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), "replicaset_controller", queueName, pc, broadcaster,
-		replicaset.DefaultReplicaSetControllerFeatures(), ms)
 	infs.start(ctx)
 	cpu0 := cpuTime()
-	go rsc.Run(ctx, c.workers)
+	go run(ctx, c.workers)
 
 	return func() ctlResult {
 		var res ctlResult
@@ -236,7 +261,7 @@ func startController(ctx context.Context, base *rest.Config, c config, a control
 		ms.mu.Lock()
 		res.Skips, res.SkipToSync, res.FreshToSync, res.FreshUnseen, res.Held = ms.skips, ms.skipToSync, ms.freshToSync, ms.freshUnseen, ms.held
 		ms.mu.Unlock()
-		res.KCMSkips = gatherCounter("replicaset_controller_stale_sync_skips_total", nil)
+		res.KCMSkips = gatherCounter(skipsMetric, nil)
 		res.Retries = gatherCounter("workqueue_retries_total", map[string]string{"name": queueName})
 		if ours != nil {
 			res.StoreLost = gatherFrom(reg, "freshinformer_consistency_checks_total", map[string]string{"outcome": "lost"})

@@ -1,6 +1,7 @@
 // Command kcmbench runs kube-controller-manager v1.37.2's own ReplicaSet
 // controller (replicaset.NewBaseController, as NewReplicaSetController
-// builds it) against a real kube-apiserver and etcd, in three
+// builds it) and Job controller (a copy of pkg/controller/job patched to
+// take a store: see package jobcontroller) against a real kube-apiserver and etcd, in three
 // configurations on the same workload, one after the other in one run, each
 // configuration's controller in a process of its own (so that its CPU time
 // is its own):
@@ -12,8 +13,9 @@
 // Workload: -rs ReplicaSets scaled up and down in -steps quick steps, each
 // step waiting for every ReplicaSet to converge; every fourth step also
 // deletes one pod of each behind the controller's back. Watch responses to
-// the controller's informers are delayed by each -lag. It prints a Markdown
-// table per lag. Run it with `make kcm-bench` (a throwaway control plane).
+// the controller's informers are delayed by each -lag. Jobs: -jobs Jobs
+// whose pods the driver marks Succeeded in waves (job.go). It prints a
+// Markdown table per controller and lag. Run it with `make kcm-bench` (a throwaway control plane).
 package main
 
 import (
@@ -47,6 +49,7 @@ import (
 var (
 	podsGR = schema.GroupResource{Resource: "pods"}
 	rsGR   = schema.GroupResource{Group: "apps", Resource: "replicasets"}
+	jobsGR = schema.GroupResource{Group: "batch", Resource: "jobs"}
 )
 
 type config struct {
@@ -56,6 +59,10 @@ type config struct {
 	maxWait            time.Duration
 	convergeTimeout    time.Duration
 	probeDelay         time.Duration
+	controller         string // rs or job
+	jobs               int    // Jobs, of jobParallelism and jobCompletions
+	jobParallelism     int
+	jobCompletions     int
 }
 
 func main() {
@@ -70,6 +77,10 @@ func main() {
 	flag.DurationVar(&c.maxWait, "max-wait", consistency.DefaultMaxWait, "F: consistency.WithMaxWait")
 	flag.DurationVar(&c.probeDelay, "f-probe-delay", 0, "F: cache.WithQuietProbeDelay for the controller's informers (0: the library's default; negative: off)")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 60*time.Second, "bound on one step's convergence")
+	controllers := flag.String("controllers", "rs,job", "controllers to run: rs (ReplicaSet), job (Job)")
+	flag.IntVar(&c.jobs, "jobs", 20, "Jobs")
+	flag.IntVar(&c.jobParallelism, "job-parallelism", 3, "each Job's parallelism")
+	flag.IntVar(&c.jobCompletions, "job-completions", 12, "each Job's completions")
 	var ca controllerArgs
 	controllerProcess := controllerFlags(&ca)
 	flag.Parse()
@@ -85,6 +96,7 @@ func main() {
 		if err := rsmetrics.Register(legacyregistry.Register); err != nil {
 			fmt.Fprintln(os.Stderr, "registering replicaset metrics:", err)
 		}
+		ca.controller = *controllers
 		if ca.lag, err = time.ParseDuration(*lags); err == nil {
 			err = controllerProcessMain(cfg, c, ca)
 		}
@@ -94,24 +106,35 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("kcmbench: %d ReplicaSets x %d steps, %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n", c.rs, c.steps, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
+	fmt.Printf("kcmbench: %d ReplicaSets x %d steps; %d Jobs, parallelism %d, completions %d; %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n",
+		c.rs, c.steps, c.jobs, c.jobParallelism, c.jobCompletions, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
 	failed := false
-	for _, l := range strings.Split(*lags, ",") {
-		lag, err := time.ParseDuration(strings.TrimSpace(l))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "lag:", err)
+	for _, ctl := range strings.Split(*controllers, ",") {
+		c.controller = strings.TrimSpace(ctl)
+		run := runOne
+		if c.controller == "job" {
+			run = runJobs
+		} else if c.controller != "rs" {
+			fmt.Fprintln(os.Stderr, "unknown controller", ctl)
 			os.Exit(2)
 		}
-		var rows []result
-		for _, name := range strings.Split(*configs, ",") {
-			r, err := runOne(cfg, c, strings.TrimSpace(name), lag)
+		for _, l := range strings.Split(*lags, ",") {
+			lag, err := time.ParseDuration(strings.TrimSpace(l))
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
-				failed = true
+				fmt.Fprintln(os.Stderr, "lag:", err)
+				os.Exit(2)
 			}
-			rows = append(rows, r)
+			var rows []result
+			for _, name := range strings.Split(*configs, ",") {
+				r, err := run(cfg, c, strings.TrimSpace(name), lag)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
+					failed = true
+				}
+				rows = append(rows, r)
+			}
+			printTable(c.controller, lag, rows)
 		}
-		printTable(lag, rows)
 	}
 	if failed {
 		os.Exit(1)
@@ -148,7 +171,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tag := fmt.Sprintf("%s-%d-%d", strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
+	tag := fmt.Sprintf("%s-%s-%d-%d", c.controller, strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
 	ns := "kcmbench-" + tag
 
 	driverCfg := rest.CopyConfig(base)

@@ -15,7 +15,7 @@ import (
 // conflicts.
 type counter struct {
 	requests  atomic.Int64
-	conflicts atomic.Int64 // 409 on a ReplicaSet status write
+	conflicts atomic.Int64 // 409 on a status write (the controller's ReplicaSets' or Jobs')
 
 	mu     sync.Mutex
 	byKind map[string]int // requests by verb and resource (requestKind)
@@ -101,8 +101,8 @@ type countingRT struct {
 func (t *countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.c.count(requestKind(req))
 	resp, err := t.next.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusConflict && req.Method == http.MethodPut &&
-		strings.Contains(req.URL.Path, "/replicasets/") && strings.HasSuffix(req.URL.Path, "/status") {
+	if err == nil && resp.StatusCode == http.StatusConflict && (req.Method == http.MethodPut || req.Method == http.MethodPatch) &&
+		strings.HasSuffix(req.URL.Path, "/status") {
 		t.c.conflicts.Add(1)
 	}
 	return resp, err
