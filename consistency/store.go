@@ -318,7 +318,7 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 	if s.maxWait > 0 {
 		start := s.clock.Now()
 		wctx, cancel := context.WithTimeout(ctx, s.maxWait)
-		werr := s.ryw.EnsureFresh(wctx, o)
+		werr := s.waitFresh(wctx, o)
 		cancel()
 		waited = s.clock.Since(start)
 		switch {
@@ -473,7 +473,7 @@ func (s *Store) skipped(owner types.NamespacedName, st *ownerState, o readyourwr
 	st.skippedAt = s.clock.Now()
 	st.watch = func() bool { return false } // taken: another skip does not register twice
 	s.mu.Unlock()
-	stop := s.ryw.WhenFresh(o, func(err error) { s.fresh(owner, st, err) })
+	stop := s.whenFresh(o, func(err error) { s.fresh(owner, st, err) })
 	s.mu.Lock()
 	if st.watch != nil && s.owners[owner] == st {
 		st.watch = stop
@@ -515,5 +515,126 @@ func (s *Store) fresh(owner types.NamespacedName, st *ownerState, err error) {
 func (s *Store) observe(o Outcome, waited time.Duration) {
 	if s.metrics != nil {
 		s.metrics.ObserveEnsureReady(o, waited)
+	}
+}
+
+// streamOnly reports whether the Store waits for inf's stream alone to
+// bring a write recorded on it: inf admits every object of its namespace
+// (so each write routed to it comes back on its stream), and the Store
+// reads the server itself for writes a restore lost (WithLostWriteCheck).
+// Then no wait or callback of the Store makes the informer probe the
+// server: under watch lag, a probe only asks what the stream is about to
+// deliver (a list, often a watch too, per quiet spell).
+func (s *Store) streamOnly(inf *cache.FreshInformer) bool {
+	return s.lostCheck > 0 && inf.AdmitsNamespace()
+}
+
+// waitFresh waits until every cache holds what was recorded for o, or ctx
+// ends: on the informer behind, then the next one behind, from their own
+// streams where streamOnly allows (WaitForStream), else as
+// readyourwrites' EnsureFresh does.
+func (s *Store) waitFresh(ctx context.Context, o readyourwrites.Owner) error {
+	var last *cache.FreshInformer
+	var lastRV string
+	for {
+		err := s.ryw.CheckFresh(o)
+		if err == nil {
+			return nil
+		}
+		var nf *readyourwrites.NotFreshError
+		if !errors.As(err, &nf) || nf.Informer == nil || nf.Deleted || !s.streamOnly(nf.Informer) ||
+			(nf.Informer == last && nf.Written == lastRV) { // reached, yet not fresh: let EnsureFresh say why
+			return s.ryw.EnsureFresh(ctx, o)
+		}
+		if err := nf.Informer.WaitForStream(ctx, nf.Written); err != nil {
+			return err
+		}
+		last, lastRV = nf.Informer, nf.Written
+	}
+}
+
+// freshWatch is one whenFresh registration chain. mu guards its fields; it
+// is a leaf: nothing is called with it held.
+type freshWatch struct {
+	mu    sync.Mutex
+	gen   uint64      // registrations made
+	stop  func() bool // calls off the newest registration
+	ended bool        // fn has run or the watch was stopped
+}
+
+// whenFresh calls fn once every cache holds what was recorded for o (with
+// nil; the records are settled, as CheckFresh does), or with the error of
+// an informer that cannot catch up. It is readyourwrites' WhenFresh,
+// registered on one lagging informer at a time, from its own stream
+// (AfterStream) where streamOnly allows, so that a skipped owner costs no
+// probe. stop calls it off, as WhenFresh's does.
+func (s *Store) whenFresh(o readyourwrites.Owner, fn func(error)) (stop func() bool) {
+	w := &freshWatch{}
+	finish := func(err error) {
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return
+		}
+		w.ended = true
+		w.mu.Unlock()
+		fn(err)
+	}
+	var step func(error)
+	step = func(err error) {
+		if err == nil {
+			err = s.ryw.CheckFresh(o)
+		}
+		if err == nil {
+			finish(nil)
+			return
+		}
+		var nf *readyourwrites.NotFreshError
+		if !errors.As(err, &nf) || nf.Informer == nil {
+			finish(err)
+			return
+		}
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return
+		}
+		w.gen++
+		gen := w.gen
+		w.mu.Unlock()
+		var st func() bool
+		switch {
+		case nf.Deleted:
+			st = s.ryw.WhenFresh(o, finish)
+		case s.streamOnly(nf.Informer):
+			st = nf.Informer.AfterStream(nf.Written, step)
+		default:
+			st = nf.Informer.AfterFreshness(nf.Written, step)
+		}
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			st()
+			return
+		}
+		if w.gen == gen { // no newer registration was made meanwhile (a callback run at once)
+			w.stop = st
+		}
+		w.mu.Unlock()
+	}
+	step(nil)
+	return func() bool {
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return false
+		}
+		w.ended = true
+		st := w.stop
+		w.mu.Unlock()
+		if st != nil {
+			st()
+		}
+		return true
 	}
 }
