@@ -2,7 +2,14 @@ package cache
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
@@ -73,4 +80,44 @@ func (f *FreshInformer) AfterStream(rv string, fn func(error)) (stop func() bool
 func (f *FreshInformer) AdmitsNamespace() bool {
 	s := f.Selector()
 	return (s.Labels == nil || s.Labels.Empty()) && (s.Fields == nil || s.Fields.Empty())
+}
+
+// ServerResourceVersionOf asks the server for the resource version of one
+// object the informer holds: a consistent list through the informer's
+// ListerWatcher (its namespace and list options) narrowed to namespace and
+// name by field selector. found is false when the server has no such
+// object. It is a read of one object, for a caller that must know whether
+// the cached copy is the server's current one (package consistency reads
+// an owner created while its controller runs, before its first sync); use
+// it sparingly. Only an informer without a field selector of its own
+// (AdmitsNamespace) can be asked: others fail.
+func (f *FreshInformer) ServerResourceVersionOf(ctx context.Context, namespace, name string) (rv string, found bool, err error) {
+	if f.lw == nil {
+		return "", false, errors.New("freshinformer: informer has no ListerWatcher")
+	}
+	if s := f.Selector(); s.Fields != nil && !s.Fields.Empty() {
+		return "", false, fmt.Errorf("freshinformer: informer of %s has a field selector of its own (%s)", f.resource, s.Fields)
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", name)
+	if namespace != "" {
+		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector("metadata.namespace", namespace))
+	}
+	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return "", false, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return "", false, err
+	}
+	for _, item := range items {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return "", false, err
+		}
+		if m.GetName() == name && (namespace == "" || m.GetNamespace() == namespace) {
+			return m.GetResourceVersion(), true, nil
+		}
+	}
+	return "", false, nil
 }

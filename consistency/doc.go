@@ -33,6 +33,13 @@
 //     asks what the stream is about to deliver. Writes a restore lost are
 //     the lost-write check's (below); with that check off, and on
 //     informers with selectors, the waits probe as WaitForFreshness does;
+//   - with WithOwnerResource, it reads an owner created while it runs
+//     from the server once, before the owner's first sync, and that sync
+//     waits for the cache to hold the server's copy: the creator may have
+//     changed the owner before the lagging watch delivered the creation,
+//     and a first sync on the created copy acts on a replaced spec and
+//     writes a status the server refuses (409 Conflict). Upstream's store
+//     cannot know of writes other than the owner's own;
 //   - when it still skips, it keeps a callback on the lagging informers
 //     (FreshInformer.AfterStream, likewise without probes) and calls WithOnFresh's
 //     function the moment they hold the writes, for a controller that can

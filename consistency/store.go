@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -77,6 +79,7 @@ type Metrics interface {
 type Option func(*options)
 
 type options struct {
+	ownerGR   *schema.GroupResource
 	maxWait   time.Duration
 	lostCheck time.Duration
 	onFresh   func(types.NamespacedName)
@@ -134,6 +137,23 @@ func WithOwnerKind(gk schema.GroupKind) Option {
 	return func(o *options) { o.ownerKind = gk }
 }
 
+// WithOwnerResource names the owners' resource (replicasets.apps for the
+// ReplicaSet controller). The Store then reads, once, each owner created
+// while it runs (an add event after its informer's initial list) from the
+// server before the owner's first sync, and that sync waits for the
+// owner's informer to hold that copy, as for a write of the owner's:
+// under watch lag an owner's add event arrives late, and whoever created
+// it may have changed it since (a Deployment scales its new ReplicaSet up
+// within milliseconds), so a first sync on the created copy writes a
+// status the server refuses with 409 Conflict, or acts on a spec already
+// replaced. The cost is one consistent read of one object per owner
+// created; owners from the initial list are not read. Without this option
+// (the default), the Store knows only the owners' own writes, as
+// upstream's does.
+func WithOwnerResource(gr schema.GroupResource) Option {
+	return func(o *options) { o.ownerGR = &gr }
+}
+
 // WithReadYourWritesOptions sets the bounds of the records kept
 // (readyourwrites.Options: MaxOwners, OwnerIdleTimeout, Clock).
 func WithReadYourWritesOptions(opts readyourwrites.Options) Option {
@@ -155,6 +175,8 @@ func WithClock(c clock.PassiveClock) Option {
 // use; as upstream's, EnsureReady must not run concurrently with WroteAt
 // for the same owner (a workqueue never syncs one key on two workers).
 type Store struct {
+	source    cache.InformerSource
+	ownerGR   *schema.GroupResource // WithOwnerResource's; nil: none
 	ryw       *readyourwrites.ReadYourWrites
 	maxWait   time.Duration
 	lostCheck time.Duration
@@ -164,8 +186,13 @@ type Store struct {
 	log       klog.Logger
 	clock     clock.PassiveClock
 
-	mu     sync.Mutex // guards owners, each ownerState's fields, and servers
+	mu     sync.Mutex // guards owners, each ownerState's fields, servers, created and hooked; taken after no other lock (nothing is called with it held)
 	owners map[types.NamespacedName]*ownerState
+	// created holds the owners added after their informer's initial list
+	// and not yet synced, with their UIDs (WithOwnerResource); hooked the
+	// owner informers whose events fill it in.
+	created map[types.NamespacedName]types.UID
+	hooked  map[*cache.FreshInformer]bool
 	// servers holds, per informer, the last consistent read of a
 	// lost-write check.
 	servers map[*cache.FreshInformer]serverRead
@@ -213,7 +240,11 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 	if o.ryw.Timeout <= 0 {
 		o.ryw.Timeout = max(o.maxWait, time.Millisecond)
 	}
-	return &Store{
+	s := &Store{
+		source:    source,
+		ownerGR:   o.ownerGR,
+		created:   map[types.NamespacedName]types.UID{},
+		hooked:    map[*cache.FreshInformer]bool{},
 		ryw:       readyourwrites.NewWithOptions(source, o.ryw),
 		maxWait:   o.maxWait,
 		lostCheck: o.lostCheck,
@@ -225,6 +256,8 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 		owners:    map[types.NamespacedName]*ownerState{},
 		servers:   map[*cache.FreshInformer]serverRead{},
 	}
+	s.hookOwnerInformers()
+	return s
 }
 
 func (s *Store) owner(nn types.NamespacedName, uid types.UID) readyourwrites.Owner {
@@ -283,6 +316,9 @@ func (s *Store) EnsureReady(owner types.NamespacedName) error {
 // EnsureReadyContext is EnsureReady with a context that can cut its wait
 // short (the controller's, so that shutting down does not wait).
 func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedName) error {
+	if s.ownerGR != nil {
+		s.readCreatedOwner(ctx, owner)
+	}
 	s.mu.Lock()
 	st := s.owners[owner]
 	var lost error
@@ -636,5 +672,77 @@ func (s *Store) whenFresh(o readyourwrites.Owner, fn func(error)) (stop func() b
 			st()
 		}
 		return true
+	}
+}
+
+// hookOwnerInformers registers, on each informer of the owners' resource
+// not hooked yet, the handler that notes owners added after its initial
+// list (WithOwnerResource).
+func (s *Store) hookOwnerInformers() {
+	if s.ownerGR == nil {
+		return
+	}
+	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
+		s.mu.Lock()
+		done := s.hooked[inf]
+		s.hooked[inf] = true
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, isInInitialList bool) {
+				if m, err := meta.Accessor(obj); err == nil && !isInInitialList {
+					s.mu.Lock()
+					s.created[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetUID()
+					s.mu.Unlock()
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if m, err := meta.Accessor(obj); err == nil {
+					s.mu.Lock()
+					delete(s.created, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
+					s.mu.Unlock()
+				}
+			},
+		})
+	}
+}
+
+// readCreatedOwner reads an owner added after its informer's initial list
+// from the server, once, before its first sync, and records the copy the
+// server holds as a write of the owner's when the informer does not hold
+// it yet, so that the sync waits for it (WithOwnerResource).
+func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName) {
+	s.mu.Lock()
+	if len(s.hooked) == 0 {
+		s.mu.Unlock()
+		s.hookOwnerInformers() // the informers were made after the Store
+		s.mu.Lock()
+	}
+	uid, ok := s.created[owner]
+	delete(s.created, owner)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
+		if ns := inf.Selector().Namespace; (ns != "" && ns != owner.Namespace) || !inf.AdmitsNamespace() {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, lostCheckTimeout)
+		rv, found, err := inf.ServerResourceVersionOf(rctx, owner.Namespace, owner.Name)
+		cancel()
+		if err != nil || !found {
+			s.log.V(4).Info("Created owner not read from the server; its first sync reads the cache as it is", "owner", owner, "found", found, "err", err)
+			return
+		}
+		if inf.CheckFreshness(rv) != nil {
+			s.WroteAt(owner, uid, *s.ownerGR, rv)
+		}
+		return
 	}
 }
