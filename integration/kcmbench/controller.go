@@ -198,14 +198,17 @@ func startController(ctx context.Context, base *rest.Config, c config, a control
 			podsGR:  podInf.GetStore(),
 			ownerGR: ownerInf.GetStore(),
 		})
-	case "F":
+	case "F", "Fw":
 		m, err := metrics.NewConsistencyMetrics(reg, a.controller)
 		if err != nil {
 			return nil, err
 		}
 		ours = m
-		store = consistency.NewStore(infs.source, consistency.WithMaxWait(c.maxWait), consistency.WithMetrics(m),
-			consistency.WithOwnerKind(ownerKind))
+		opts := []consistency.Option{consistency.WithMaxWait(c.maxWait), consistency.WithMetrics(m), consistency.WithOwnerKind(ownerKind)}
+		if name == "F" { // Fw: the owners' own writes only, as upstream's store
+			opts = append(opts, consistency.WithOwnerResource(ownerGR))
+		}
+		store = consistency.NewStore(infs.source, opts...)
 	default:
 		return nil, fmt.Errorf("unknown configuration %q", name)
 	}

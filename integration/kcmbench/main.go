@@ -8,7 +8,8 @@
 //
 //	P  client-go's informer factory, upstream's NoopConsistencyStore (feature gate off)
 //	K  client-go's informer factory, upstream's RealConsistencyStore (the default since 1.36)
-//	F  freshinformer's factory and consistency.Store
+//	F  freshinformer's factory and consistency.Store (WithOwnerResource: created owners read once)
+//	Fw F without WithOwnerResource: the owners' own writes only, as upstream's store
 //
 // Workload: -rs ReplicaSets scaled up and down in -steps quick steps, each
 // step waiting for every ReplicaSet to converge; every fourth step also

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,7 @@ type informerSet struct {
 }
 
 func newInformers(name string, client kubernetes.Interface, ns string, probeDelay time.Duration) informerSet {
-	if name == "F" {
+	if strings.HasPrefix(name, "F") {
 		opts := []cache.FactoryOption{cache.WithNamespace(ns)}
 		if probeDelay != 0 {
 			opts = append(opts, cache.WithInformerOptions(cache.WithQuietProbeDelay(probeDelay)))
