@@ -92,12 +92,25 @@ func (l *conflictLog) records() ([]rsWrite, []conflict) {
 	return append([]rsWrite(nil), l.writes...), append([]conflict(nil), l.conflicts...)
 }
 
+// createdAtLocked returns the resource version of the ReplicaSet's
+// creation (the driver's first write of it).
+func (l *conflictLog) createdAtLocked(name string) int64 {
+	var rv int64
+	for _, w := range l.writes {
+		if w.Name == name && w.By == byDriver && (rv == 0 || w.RV < rv) {
+			rv = w.RV
+		}
+	}
+	return rv
+}
+
 // classes of conflicts, in the order printed.
 const (
-	classDriverSpec = "driver's spec change not yet in the cache"
-	classOwnStatus  = "own status write not yet in the cache"
-	classRetry      = "retry after GET lost a race"
-	classUnknown    = "no write found after the sent RV"
+	classDriverSpec        = "driver's spec change not yet in the cache"
+	classDriverSpecCreated = "driver's spec change not yet in the cache, on the created copy"
+	classOwnStatus         = "own status write not yet in the cache"
+	classRetry             = "retry after GET lost a race"
+	classUnknown           = "no write found after the sent RV"
 )
 
 // summary classifies the conflicts: for each, the first write after the
@@ -119,6 +132,8 @@ func (l *conflictLog) summary() (counts map[string]int, ages map[string][]time.D
 		case c.Retry:
 			class = classRetry
 		case first == nil:
+		case first.By == byDriver && l.createdAtLocked(c.Name) == c.Sent:
+			class = classDriverSpecCreated
 		case first.By == byDriver:
 			class = classDriverSpec
 		default:
