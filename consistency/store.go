@@ -147,7 +147,8 @@ func WithOwnerKind(gk schema.GroupKind) Option {
 // within milliseconds), so a first sync on the created copy writes a
 // status the server refuses with 409 Conflict, or acts on a spec already
 // replaced. The cost is one consistent read of one object per owner
-// created; owners from the initial list are not read. Without this option
+// created, and an entry per owner (its name and UID) while it exists;
+// owners from the initial list are not read. Without this option
 // (the default), the Store knows only the owners' own writes, as
 // upstream's does.
 func WithOwnerResource(gr schema.GroupResource) Option {
@@ -186,13 +187,14 @@ type Store struct {
 	log       klog.Logger
 	clock     clock.PassiveClock
 
-	mu     sync.Mutex // guards owners, each ownerState's fields, servers, created and hooked; taken after no other lock (nothing is called with it held)
+	mu     sync.Mutex // guards owners, each ownerState's fields, servers, seen and hooked; taken after no other lock (nothing is called with it held)
 	owners map[types.NamespacedName]*ownerState
-	// created holds the owners added after their informer's initial list
-	// and not yet synced, with their UIDs (WithOwnerResource); hooked the
-	// owner informers whose events fill it in.
-	created map[types.NamespacedName]types.UID
-	hooked  map[*cache.FreshInformer]bool
+	// seen holds the owners of WithOwnerResource's resource the owner
+	// informers' handlers heard of (one entry per owner, until it is
+	// deleted); hooked those informers, with their handlers'
+	// registrations.
+	seen   map[types.NamespacedName]seenOwner
+	hooked map[*cache.FreshInformer]toolscache.ResourceEventHandlerRegistration
 	// servers holds, per informer, the last consistent read of a
 	// lost-write check.
 	servers map[*cache.FreshInformer]serverRead
@@ -243,8 +245,8 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 	s := &Store{
 		source:    source,
 		ownerGR:   o.ownerGR,
-		created:   map[types.NamespacedName]types.UID{},
-		hooked:    map[*cache.FreshInformer]bool{},
+		seen:      map[types.NamespacedName]seenOwner{},
+		hooked:    map[*cache.FreshInformer]toolscache.ResourceEventHandlerRegistration{},
 		ryw:       readyourwrites.NewWithOptions(source, o.ryw),
 		maxWait:   o.maxWait,
 		lostCheck: o.lostCheck,
@@ -676,26 +678,33 @@ func (s *Store) whenFresh(o readyourwrites.Owner, fn func(error)) (stop func() b
 }
 
 // hookOwnerInformers registers, on each informer of the owners' resource
-// not hooked yet, the handler that notes owners added after its initial
-// list (WithOwnerResource).
+// not hooked yet, the handler that tells owners added after its initial
+// list from those in it (WithOwnerResource).
 func (s *Store) hookOwnerInformers() {
 	if s.ownerGR == nil {
 		return
 	}
 	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
 		s.mu.Lock()
-		done := s.hooked[inf]
-		s.hooked[inf] = true
+		_, done := s.hooked[inf]
+		if !done {
+			s.hooked[inf] = nil // taken; the registration follows
+		}
 		s.mu.Unlock()
 		if done {
 			continue
 		}
-		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, isInInitialList bool) {
-				if m, err := meta.Accessor(obj); err == nil && !isInInitialList {
-					s.mu.Lock()
-					s.created[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] = m.GetUID()
-					s.mu.Unlock()
+				m, err := meta.Accessor(obj)
+				if err != nil {
+					return
+				}
+				nn := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if e, ok := s.seen[nn]; !ok || (e.uid != m.GetUID() && !(e.uid == "" && e.synced)) {
+					s.seen[nn] = seenOwner{uid: m.GetUID(), created: !isInInitialList}
 				}
 			},
 			DeleteFunc: func(obj any) {
@@ -704,18 +713,34 @@ func (s *Store) hookOwnerInformers() {
 				}
 				if m, err := meta.Accessor(obj); err == nil {
 					s.mu.Lock()
-					delete(s.created, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
+					delete(s.seen, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
 					s.mu.Unlock()
 				}
 			},
 		})
+		if err == nil {
+			s.mu.Lock()
+			s.hooked[inf] = reg
+			s.mu.Unlock()
+		}
 	}
+}
+
+// seenOwner is what the Store knows of an owner of WithOwnerResource's
+// resource: its UID, whether it was added after its informer's initial
+// list (created while the Store runs), and whether its first sync began.
+type seenOwner struct {
+	uid             types.UID
+	created, synced bool
 }
 
 // readCreatedOwner reads an owner added after its informer's initial list
 // from the server, once, before its first sync, and records the copy the
 // server holds as a write of the owner's when the informer does not hold
-// it yet, so that the sync waits for it (WithOwnerResource).
+// it yet, so that the sync waits for it (WithOwnerResource). An owner
+// whose add the Store's handler has not heard of yet (handlers run
+// independently of each other: the controller's may have queued the owner
+// first) is taken as created once the handler has heard the initial list.
 func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName) {
 	s.mu.Lock()
 	if len(s.hooked) == 0 {
@@ -723,15 +748,37 @@ func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName
 		s.hookOwnerInformers() // the informers were made after the Store
 		s.mu.Lock()
 	}
-	uid, ok := s.created[owner]
-	delete(s.created, owner)
+	e, known := s.seen[owner]
+	if known && e.synced {
+		s.mu.Unlock()
+		return
+	}
+	read := e.created
+	if !known {
+		read = true
+		for _, reg := range s.hooked {
+			if reg == nil || !reg.HasSynced() {
+				read = false // the initial list is still being heard: the owner is likely in it
+			}
+		}
+	}
+	s.seen[owner] = seenOwner{uid: e.uid, synced: true}
 	s.mu.Unlock()
-	if !ok {
+	if !read {
 		return
 	}
 	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
 		if ns := inf.Selector().Namespace; (ns != "" && ns != owner.Namespace) || !inf.AdmitsNamespace() {
 			continue
+		}
+		uid := e.uid
+		if !known { // its UID from the cache
+			obj, ok, err := inf.GetIndexer().GetByKey(owner.String())
+			m, merr := meta.Accessor(obj)
+			if err != nil || !ok || merr != nil {
+				return
+			}
+			uid = m.GetUID()
 		}
 		rctx, cancel := context.WithTimeout(ctx, lostCheckTimeout)
 		rv, found, err := inf.ServerResourceVersionOf(rctx, owner.Namespace, owner.Name)
