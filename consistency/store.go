@@ -293,6 +293,9 @@ func (s *Store) WroteAt(owner types.NamespacedName, ownerUID types.UID, gr schem
 // whatever its UID when ownerUID is empty (upstream's semantics).
 func (s *Store) Clear(owner types.NamespacedName, ownerUID types.UID) {
 	s.mu.Lock()
+	if e, ok := s.seen[owner]; ok && (ownerUID == "" || e.uid == "" || e.uid == ownerUID) {
+		delete(s.seen, owner) // the controllers clear an owner they found deleted
+	}
 	st := s.owners[owner]
 	if st == nil || (ownerUID != "" && st.uid != ownerUID) {
 		s.mu.Unlock()
@@ -762,7 +765,9 @@ func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName
 			}
 		}
 	}
-	s.seen[owner] = seenOwner{uid: e.uid, synced: true}
+	if known || read { // an owner not heard of, the initial list not heard yet: its add will say
+		s.seen[owner] = seenOwner{uid: e.uid, synced: true}
+	}
 	s.mu.Unlock()
 	if !read {
 		return
@@ -773,9 +778,18 @@ func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName
 		}
 		uid := e.uid
 		if !known { // its UID from the cache
-			obj, ok, err := inf.GetIndexer().GetByKey(owner.String())
+			key := owner.Name
+			if owner.Namespace != "" {
+				key = owner.Namespace + "/" + owner.Name
+			}
+			obj, ok, err := inf.GetIndexer().GetByKey(key)
 			m, merr := meta.Accessor(obj)
 			if err != nil || !ok || merr != nil {
+				s.mu.Lock()
+				if e, ok := s.seen[owner]; ok && e.uid == "" {
+					delete(s.seen, owner) // not cached (deleted): nothing to remember
+				}
+				s.mu.Unlock()
 				return
 			}
 			uid = m.GetUID()
