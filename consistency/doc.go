@@ -23,10 +23,25 @@
 //   - waits, for at most WithMaxWait (DefaultMaxWait), for the caches to
 //     hold the owner's writes before it answers: the wait returns the
 //     moment the informer applies the event or bookmark that makes it
-//     fresh (WaitForFreshness; nothing polls), so the usual case, a cache
-//     a few milliseconds behind, costs no skipped sync and no requeue;
+//     fresh (nothing polls), so the usual case, a cache a few
+//     milliseconds behind, costs no skipped sync and no requeue. The wait
+//     sends no request either: a write the Store recorded comes back on
+//     the stream of every informer it was routed to (one without label or
+//     field selectors), so it waits for that stream alone
+//     (FreshInformer.WaitForStream) instead of having the informer probe
+//     the server after 20 ms without progress, which under watch lag only
+//     asks what the stream is about to deliver. Writes a restore lost are
+//     the lost-write check's (below); with that check off, and on
+//     informers with selectors, the waits probe as WaitForFreshness does;
+//   - with WithOwnerResource, it reads an owner created while it runs
+//     from the server once, before the owner's first sync, and that sync
+//     waits for the cache to hold the server's copy: the creator may have
+//     changed the owner before the lagging watch delivered the creation,
+//     and a first sync on the created copy acts on a replaced spec and
+//     writes a status the server refuses (409 Conflict). Upstream's store
+//     cannot know of writes other than the owner's own;
 //   - when it still skips, it keeps a callback on the lagging informers
-//     (readyourwrites.ReadYourWrites.WhenFresh) and calls WithOnFresh's
+//     (FreshInformer.AfterStream, likewise without probes) and calls WithOnFresh's
 //     function the moment they hold the writes, for a controller that can
 //     re-add the key to its queue then;
 //   - never keeps an owner blocked by a write that an etcd restore made

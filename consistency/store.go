@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -80,6 +82,7 @@ type Metrics interface {
 type Option func(*options)
 
 type options struct {
+	ownerGR   *schema.GroupResource
 	maxWait   time.Duration
 	lostCheck time.Duration
 	onFresh   func(types.NamespacedName)
@@ -137,6 +140,24 @@ func WithOwnerKind(gk schema.GroupKind) Option {
 	return func(o *options) { o.ownerKind = gk }
 }
 
+// WithOwnerResource names the owners' resource (replicasets.apps for the
+// ReplicaSet controller). The Store then reads, once, each owner created
+// while it runs (an add event after its informer's initial list) from the
+// server before the owner's first sync, and that sync waits for the
+// owner's informer to hold that copy, as for a write of the owner's:
+// under watch lag an owner's add event arrives late, and whoever created
+// it may have changed it since (a Deployment scales its new ReplicaSet up
+// within milliseconds), so a first sync on the created copy writes a
+// status the server refuses with 409 Conflict, or acts on a spec already
+// replaced. The cost is one consistent read of one object per owner
+// created, and an entry per owner (its name and UID) while it exists;
+// owners from the initial list are not read. Without this option
+// (the default), the Store knows only the owners' own writes, as
+// upstream's does.
+func WithOwnerResource(gr schema.GroupResource) Option {
+	return func(o *options) { o.ownerGR = &gr }
+}
+
 // WithReadYourWritesOptions sets the bounds of the records kept
 // (readyourwrites.Options: MaxOwners, OwnerIdleTimeout, Clock).
 func WithReadYourWritesOptions(opts readyourwrites.Options) Option {
@@ -158,6 +179,8 @@ func WithClock(c clock.PassiveClock) Option {
 // use; as upstream's, EnsureReady must not run concurrently with WroteAt
 // for the same owner (a workqueue never syncs one key on two workers).
 type Store struct {
+	source    cache.InformerSource
+	ownerGR   *schema.GroupResource // WithOwnerResource's; nil: none
 	ryw       *readyourwrites.ReadYourWrites
 	maxWait   time.Duration
 	lostCheck time.Duration
@@ -167,8 +190,14 @@ type Store struct {
 	log       klog.Logger
 	clock     clock.PassiveClock
 
-	mu     sync.Mutex // guards owners, each ownerState's fields, and servers
+	mu     sync.Mutex // guards owners, each ownerState's fields, servers, seen and hooked; taken after no other lock (nothing is called with it held)
 	owners map[types.NamespacedName]*ownerState
+	// seen holds the owners of WithOwnerResource's resource the owner
+	// informers' handlers heard of (one entry per owner, until it is
+	// deleted); hooked those informers, with their handlers'
+	// registrations.
+	seen   map[types.NamespacedName]seenOwner
+	hooked map[*cache.FreshInformer]toolscache.ResourceEventHandlerRegistration
 	// servers holds, per informer, the last consistent read of a
 	// lost-write check.
 	servers map[*cache.FreshInformer]serverRead
@@ -216,7 +245,11 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 	if o.ryw.Timeout <= 0 {
 		o.ryw.Timeout = max(o.maxWait, time.Millisecond)
 	}
-	return &Store{
+	s := &Store{
+		source:    source,
+		ownerGR:   o.ownerGR,
+		seen:      map[types.NamespacedName]seenOwner{},
+		hooked:    map[*cache.FreshInformer]toolscache.ResourceEventHandlerRegistration{},
 		ryw:       readyourwrites.NewWithOptions(source, o.ryw),
 		maxWait:   o.maxWait,
 		lostCheck: o.lostCheck,
@@ -228,6 +261,8 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 		owners:    map[types.NamespacedName]*ownerState{},
 		servers:   map[*cache.FreshInformer]serverRead{},
 	}
+	s.hookOwnerInformers()
+	return s
 }
 
 func (s *Store) owner(nn types.NamespacedName, uid types.UID) readyourwrites.Owner {
@@ -261,6 +296,9 @@ func (s *Store) WroteAt(owner types.NamespacedName, ownerUID types.UID, gr schem
 // whatever its UID when ownerUID is empty (upstream's semantics).
 func (s *Store) Clear(owner types.NamespacedName, ownerUID types.UID) {
 	s.mu.Lock()
+	if e, ok := s.seen[owner]; ok && (ownerUID == "" || e.uid == "" || e.uid == ownerUID) {
+		delete(s.seen, owner) // the controllers clear an owner they found deleted
+	}
 	st := s.owners[owner]
 	if st == nil || (ownerUID != "" && st.uid != ownerUID) {
 		s.mu.Unlock()
@@ -286,6 +324,9 @@ func (s *Store) EnsureReady(owner types.NamespacedName) error {
 // EnsureReadyContext is EnsureReady with a context that can cut its wait
 // short (the controller's, so that shutting down does not wait).
 func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedName) error {
+	if s.ownerGR != nil {
+		s.readCreatedOwner(ctx, owner)
+	}
 	s.mu.Lock()
 	st := s.owners[owner]
 	var lost error
@@ -339,7 +380,7 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 func (s *Store) waitFresh(ctx context.Context, owner types.NamespacedName, st *ownerState, o readyourwrites.Owner) (nf *readyourwrites.NotFreshError, waited time.Duration, settled bool, err error) {
 	start := s.clock.Now()
 	wctx, cancel := context.WithTimeout(ctx, s.maxWait)
-	werr := s.ryw.EnsureFresh(wctx, o)
+	werr := s.awaitCaches(wctx, o)
 	cancel()
 	waited = s.clock.Since(start)
 	switch {
@@ -486,7 +527,7 @@ func (s *Store) skipped(owner types.NamespacedName, st *ownerState, o readyourwr
 	st.skippedAt = s.clock.Now()
 	st.watch = func() bool { return false } // taken: another skip does not register twice
 	s.mu.Unlock()
-	stop := s.ryw.WhenFresh(o, func(err error) { s.fresh(owner, st, err) })
+	stop := s.whenFresh(o, func(err error) { s.fresh(owner, st, err) })
 	s.mu.Lock()
 	if st.watch != nil && s.owners[owner] == st {
 		st.watch = stop
@@ -528,5 +569,254 @@ func (s *Store) fresh(owner types.NamespacedName, st *ownerState, err error) {
 func (s *Store) observe(o Outcome, waited time.Duration) {
 	if s.metrics != nil {
 		s.metrics.ObserveEnsureReady(o, waited)
+	}
+}
+
+// streamOnly reports whether the Store waits for inf's stream alone to
+// bring a write recorded on it: inf admits every object of its namespace
+// (so each write routed to it comes back on its stream), and the Store
+// reads the server itself for writes a restore lost (WithLostWriteCheck).
+// Then no wait or callback of the Store makes the informer probe the
+// server: under watch lag, a probe only asks what the stream is about to
+// deliver (a list, often a watch too, per quiet spell).
+func (s *Store) streamOnly(inf *cache.FreshInformer) bool {
+	return s.lostCheck > 0 && inf.AdmitsNamespace()
+}
+
+// awaitCaches waits until every cache holds what was recorded for o, or ctx
+// ends: on the informer behind, then the next one behind, from their own
+// streams where streamOnly allows (WaitForStream), else as
+// readyourwrites' EnsureFresh does.
+func (s *Store) awaitCaches(ctx context.Context, o readyourwrites.Owner) error {
+	var last *cache.FreshInformer
+	var lastRV string
+	for {
+		err := s.ryw.CheckFresh(o)
+		if err == nil {
+			return nil
+		}
+		var nf *readyourwrites.NotFreshError
+		if !errors.As(err, &nf) || nf.Informer == nil || nf.Deleted || !s.streamOnly(nf.Informer) ||
+			(nf.Informer == last && nf.Written == lastRV) { // reached, yet not fresh: let EnsureFresh say why
+			return s.ryw.EnsureFresh(ctx, o)
+		}
+		if err := nf.Informer.WaitForStream(ctx, nf.Written); err != nil {
+			return err
+		}
+		last, lastRV = nf.Informer, nf.Written
+	}
+}
+
+// freshWatch is one whenFresh registration chain. mu guards its fields; it
+// is a leaf: nothing is called with it held.
+type freshWatch struct {
+	mu    sync.Mutex
+	gen   uint64      // registrations made
+	stop  func() bool // calls off the newest registration
+	ended bool        // fn has run or the watch was stopped
+}
+
+// whenFresh calls fn once every cache holds what was recorded for o (with
+// nil; the records are settled, as CheckFresh does), or with the error of
+// an informer that cannot catch up. It is readyourwrites' WhenFresh,
+// registered on one lagging informer at a time, from its own stream
+// (AfterStream) where streamOnly allows, so that a skipped owner costs no
+// probe. stop calls it off, as WhenFresh's does.
+func (s *Store) whenFresh(o readyourwrites.Owner, fn func(error)) (stop func() bool) {
+	w := &freshWatch{}
+	finish := func(err error) {
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return
+		}
+		w.ended = true
+		w.mu.Unlock()
+		fn(err)
+	}
+	var step func(error)
+	step = func(err error) {
+		if err == nil {
+			err = s.ryw.CheckFresh(o)
+		}
+		if err == nil {
+			finish(nil)
+			return
+		}
+		var nf *readyourwrites.NotFreshError
+		if !errors.As(err, &nf) || nf.Informer == nil {
+			finish(err)
+			return
+		}
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return
+		}
+		w.gen++
+		gen := w.gen
+		w.mu.Unlock()
+		var st func() bool
+		switch {
+		case nf.Deleted:
+			st = s.ryw.WhenFresh(o, finish)
+		case s.streamOnly(nf.Informer):
+			st = nf.Informer.AfterStream(nf.Written, step)
+		default:
+			st = nf.Informer.AfterFreshness(nf.Written, step)
+		}
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			st()
+			return
+		}
+		if w.gen == gen { // no newer registration was made meanwhile (a callback run at once)
+			w.stop = st
+		}
+		w.mu.Unlock()
+	}
+	step(nil)
+	return func() bool {
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return false
+		}
+		w.ended = true
+		st := w.stop
+		w.mu.Unlock()
+		if st != nil {
+			st()
+		}
+		return true
+	}
+}
+
+// hookOwnerInformers registers, on each informer of the owners' resource
+// not hooked yet, the handler that tells owners added after its initial
+// list from those in it (WithOwnerResource).
+func (s *Store) hookOwnerInformers() {
+	if s.ownerGR == nil {
+		return
+	}
+	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
+		s.mu.Lock()
+		_, done := s.hooked[inf]
+		if !done {
+			s.hooked[inf] = nil // taken; the registration follows
+		}
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, isInInitialList bool) {
+				m, err := meta.Accessor(obj)
+				if err != nil {
+					return
+				}
+				nn := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if e, ok := s.seen[nn]; !ok || (e.uid != m.GetUID() && !(e.uid == "" && e.synced)) {
+					s.seen[nn] = seenOwner{uid: m.GetUID(), created: !isInInitialList}
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if m, err := meta.Accessor(obj); err == nil {
+					s.mu.Lock()
+					delete(s.seen, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
+					s.mu.Unlock()
+				}
+			},
+		})
+		if err == nil {
+			s.mu.Lock()
+			s.hooked[inf] = reg
+			s.mu.Unlock()
+		}
+	}
+}
+
+// seenOwner is what the Store knows of an owner of WithOwnerResource's
+// resource: its UID, whether it was added after its informer's initial
+// list (created while the Store runs), and whether its first sync began.
+type seenOwner struct {
+	uid             types.UID
+	created, synced bool
+}
+
+// readCreatedOwner reads an owner added after its informer's initial list
+// from the server, once, before its first sync, and records the copy the
+// server holds as a write of the owner's when the informer does not hold
+// it yet, so that the sync waits for it (WithOwnerResource). An owner
+// whose add the Store's handler has not heard of yet (handlers run
+// independently of each other: the controller's may have queued the owner
+// first) is taken as created once the handler has heard the initial list.
+func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName) {
+	s.mu.Lock()
+	if len(s.hooked) == 0 {
+		s.mu.Unlock()
+		s.hookOwnerInformers() // the informers were made after the Store
+		s.mu.Lock()
+	}
+	e, known := s.seen[owner]
+	if known && e.synced {
+		s.mu.Unlock()
+		return
+	}
+	read := e.created
+	if !known {
+		read = true
+		for _, reg := range s.hooked {
+			if reg == nil || !reg.HasSynced() {
+				read = false // the initial list is still being heard: the owner is likely in it
+			}
+		}
+	}
+	if known || read { // an owner not heard of, the initial list not heard yet: its add will say
+		s.seen[owner] = seenOwner{uid: e.uid, synced: true}
+	}
+	s.mu.Unlock()
+	if !read {
+		return
+	}
+	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
+		if ns := inf.Selector().Namespace; (ns != "" && ns != owner.Namespace) || !inf.AdmitsNamespace() {
+			continue
+		}
+		uid := e.uid
+		if !known { // its UID from the cache
+			key := owner.Name
+			if owner.Namespace != "" {
+				key = owner.Namespace + "/" + owner.Name
+			}
+			obj, ok, err := inf.GetIndexer().GetByKey(key)
+			m, merr := meta.Accessor(obj)
+			if err != nil || !ok || merr != nil {
+				s.mu.Lock()
+				if e, ok := s.seen[owner]; ok && e.uid == "" {
+					delete(s.seen, owner) // not cached (deleted): nothing to remember
+				}
+				s.mu.Unlock()
+				return
+			}
+			uid = m.GetUID()
+		}
+		rctx, cancel := context.WithTimeout(ctx, lostCheckTimeout)
+		rv, found, err := inf.ServerResourceVersionOf(rctx, owner.Namespace, owner.Name)
+		cancel()
+		if err != nil || !found {
+			s.log.V(4).Info("Created owner not read from the server; its first sync reads the cache as it is", "owner", owner, "found", found, "err", err)
+			return
+		}
+		if inf.CheckFreshness(rv) != nil {
+			s.WroteAt(owner, uid, *s.ownerGR, rv)
+		}
+		return
 	}
 }

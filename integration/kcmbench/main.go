@@ -1,62 +1,56 @@
 // Command kcmbench runs kube-controller-manager v1.37.2's own ReplicaSet
-// controller in-process (replicaset.NewBaseController, as
-// NewReplicaSetController builds it) against a real kube-apiserver and
-// etcd, in three configurations on the same workload, one after the other
-// in one run:
+// controller (replicaset.NewBaseController, as NewReplicaSetController
+// builds it) and Job controller (a copy of pkg/controller/job patched to
+// take a store: see package jobcontroller) against a real kube-apiserver and etcd, in three
+// configurations on the same workload, one after the other in one run, each
+// configuration's controller in a process of its own (so that its CPU time
+// is its own):
 //
 //	P  client-go's informer factory, upstream's NoopConsistencyStore (feature gate off)
 //	K  client-go's informer factory, upstream's RealConsistencyStore (the default since 1.36)
-//	F  freshinformer's factory and consistency.Store
+//	F  freshinformer's factory and consistency.Store (WithOwnerResource: created owners read once)
+//	Fw F without WithOwnerResource: the owners' own writes only, as upstream's store
 //
 // Workload: -rs ReplicaSets scaled up and down in -steps quick steps, each
 // step waiting for every ReplicaSet to converge; every fourth step also
 // deletes one pod of each behind the controller's back. Watch responses to
-// the controller's informers are delayed by each -lag. It prints a Markdown
-// table per lag. Run it with `make kcm-bench` (a throwaway control plane).
+// the controller's informers are delayed by each -lag. Jobs: -jobs Jobs
+// whose pods the driver marks Succeeded in waves (job.go). It prints a
+// Markdown table per controller and lag. Run it with `make kcm-bench` (a throwaway control plane).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // workqueue metrics, as kube-controller-manager registers them
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/controller"
-	"k8s.io/kubernetes/pkg/controller/replicaset"
 	rsmetrics "k8s.io/kubernetes/pkg/controller/replicaset/metrics"
-	consistencyutil "k8s.io/kubernetes/pkg/controller/util/consistency"
 
 	"github.com/freshinformer/freshinformer/consistency"
-	"github.com/freshinformer/freshinformer/metrics"
 )
 
 var (
 	podsGR = schema.GroupResource{Resource: "pods"}
 	rsGR   = schema.GroupResource{Group: "apps", Resource: "replicasets"}
+	jobsGR = schema.GroupResource{Group: "batch", Resource: "jobs"}
 )
 
 type config struct {
@@ -66,6 +60,10 @@ type config struct {
 	maxWait            time.Duration
 	convergeTimeout    time.Duration
 	probeDelay         time.Duration
+	controller         string // rs or job
+	jobs               int    // Jobs, of jobParallelism and jobCompletions
+	jobParallelism     int
+	jobCompletions     int
 }
 
 func main() {
@@ -80,36 +78,64 @@ func main() {
 	flag.DurationVar(&c.maxWait, "max-wait", consistency.DefaultMaxWait, "F: consistency.WithMaxWait")
 	flag.DurationVar(&c.probeDelay, "f-probe-delay", 0, "F: cache.WithQuietProbeDelay for the controller's informers (0: the library's default; negative: off)")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 60*time.Second, "bound on one step's convergence")
+	controllers := flag.String("controllers", "rs,job", "controllers to run: rs (ReplicaSet), job (Job)")
+	flag.IntVar(&c.jobs, "jobs", 20, "Jobs")
+	flag.IntVar(&c.jobParallelism, "job-parallelism", 3, "each Job's parallelism")
+	flag.IntVar(&c.jobCompletions, "job-completions", 12, "each Job's completions")
+	var ca controllerArgs
+	controllerProcess := controllerFlags(&ca)
 	flag.Parse()
 	c.qps = float32(*qps)
 	klog.SetLogger(logr.Discard()) // the controller logs every pod write and its "Unhandled Error"s; the tables say what counts
 
-	if err := rsmetrics.Register(legacyregistry.Register); err != nil {
-		fmt.Fprintln(os.Stderr, "registering replicaset metrics:", err)
-	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("kcmbench: %d ReplicaSets x %d steps, %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n", c.rs, c.steps, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
-	failed := false
-	for _, l := range strings.Split(*lags, ",") {
-		lag, err := time.ParseDuration(strings.TrimSpace(l))
+	if *controllerProcess {
+		if err := rsmetrics.Register(legacyregistry.Register); err != nil {
+			fmt.Fprintln(os.Stderr, "registering replicaset metrics:", err)
+		}
+		ca.controller = *controllers
+		if ca.lag, err = time.ParseDuration(*lags); err == nil {
+			err = controllerProcessMain(cfg, c, ca)
+		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "lag:", err)
+			fmt.Fprintln(os.Stderr, "controller process:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	fmt.Printf("kcmbench: %d ReplicaSets x %d steps; %d Jobs, parallelism %d, completions %d; %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n",
+		c.rs, c.steps, c.jobs, c.jobParallelism, c.jobCompletions, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
+	failed := false
+	for _, ctl := range strings.Split(*controllers, ",") {
+		c.controller = strings.TrimSpace(ctl)
+		run := runOne
+		if c.controller == "job" {
+			run = runJobs
+		} else if c.controller != "rs" {
+			fmt.Fprintln(os.Stderr, "unknown controller", ctl)
 			os.Exit(2)
 		}
-		var rows []result
-		for _, name := range strings.Split(*configs, ",") {
-			r, err := runOne(cfg, c, strings.TrimSpace(name), lag)
+		for _, l := range strings.Split(*lags, ",") {
+			lag, err := time.ParseDuration(strings.TrimSpace(l))
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
-				failed = true
+				fmt.Fprintln(os.Stderr, "lag:", err)
+				os.Exit(2)
 			}
-			rows = append(rows, r)
+			var rows []result
+			for _, name := range strings.Split(*configs, ",") {
+				r, err := run(cfg, c, strings.TrimSpace(name), lag)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
+					failed = true
+				}
+				rows = append(rows, r)
+			}
+			printTable(c.controller, lag, rows)
 		}
-		printTable(lag, rows)
 	}
 	if failed {
 		os.Exit(1)
@@ -128,42 +154,11 @@ type result struct {
 	freshUnseen                int
 	held                       []time.Duration
 	kcmSkips, retries          float64
-	cpu                        time.Duration
+	cpu, driverCPU             time.Duration // the controller process's; the driver's
 	notConverged               int
 	storeLost, storeWaited     float64
-}
-
-// countingPodControl counts the controller's pod writes that succeeded.
-type countingPodControl struct {
-	controller.PodControlInterface
-	mu               sync.Mutex
-	creates, deletes int
-}
-
-func (p *countingPodControl) CreatePods(ctx context.Context, ns string, t *corev1.PodTemplateSpec, obj runtime.Object, ref *metav1.OwnerReference) error {
-	err := p.PodControlInterface.CreatePods(ctx, ns, t, obj, ref)
-	if err == nil {
-		p.mu.Lock()
-		p.creates++
-		p.mu.Unlock()
-	}
-	return err
-}
-
-func (p *countingPodControl) DeletePod(ctx context.Context, ns, id string, obj runtime.Object) error {
-	err := p.PodControlInterface.DeletePod(ctx, ns, id, obj)
-	if err == nil {
-		p.mu.Lock()
-		p.deletes++
-		p.mu.Unlock()
-	}
-	return err
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	requestKinds               string // requests by verb and resource
+	conflictClasses            string // the 409s classified (conflictLog)
 }
 
 func runOne(base *rest.Config, c config, name string, lag time.Duration) (result, error) {
@@ -177,7 +172,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tag := fmt.Sprintf("%s-%d-%d", strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
+	tag := fmt.Sprintf("%s-%s-%d-%d", c.controller, strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
 	ns := "kcmbench-" + tag
 
 	driverCfg := rest.CopyConfig(base)
@@ -186,68 +181,8 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	if _, err := driver.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return res, err
 	}
-
-	// The controller's client: counted, its watches delayed by lag.
-	var cnt counter
-	ctlCfg := rest.CopyConfig(base)
-	ctlCfg.QPS, ctlCfg.Burst = c.qps, c.burst
-	ctlCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &countingRT{next: &lagRT{next: rt, lag: lag}, c: &cnt}
-	})
-	client := kubernetes.NewForConfigOrDie(ctlCfg)
-
-	var store consistencyutil.ConsistencyStore
-	var ours *metrics.ConsistencyMetrics
-	queueName := "replicaset_" + strings.ReplaceAll(tag, "-", "_")
-	reg := prometheus.NewRegistry()
-
-	infs := newInformers(name, client, ns, c.probeDelay)
-	rsInf, podInf := infs.rs.Informer(), infs.pods.Informer()
-	switch name {
-	case "P":
-		store = consistencyutil.NewNoopConsistencyStore()
-	case "K":
-		store = consistencyutil.NewConsistencyStore(map[schema.GroupResource]consistencyutil.LastSyncRVGetter{
-			podsGR: podInf.GetStore(),
-			rsGR:   rsInf.GetStore(),
-		})
-	case "F":
-		m, err := metrics.NewConsistencyMetrics(reg, "replicaset")
-		if err != nil {
-			return res, err
-		}
-		ours = m
-		store = consistency.NewStore(infs.source, consistency.WithMaxWait(c.maxWait), consistency.WithMetrics(m),
-			consistency.WithOwnerKind(schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}))
-	default:
-		return res, fmt.Errorf("unknown configuration %q", name)
-	}
-	ms := newMeasuredStore(store)
-	_, _ = podInf.AddEventHandler(ms.handler(podsGR))
-	_, _ = rsInf.AddEventHandler(ms.handler(rsGR))
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	var onWrite func(*corev1.Pod, *metav1.OwnerReference)
-	if name != "P" {
-		onWrite = func(pod *corev1.Pod, ref *metav1.OwnerReference) {
-			if ref == nil {
-				return
-			}
-			ms.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podsGR, pod.ResourceVersion)
-		}
-	}
-	pc := &countingPodControl{PodControlInterface: controller.RealPodControl{
-		KubeClient: client,
-		Recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "replicaset-controller"}),
-		OnWrite:    onWrite,
-	}}
-	rsc := replicaset.NewBaseController(klog.Background(), infs.rs, infs.pods, client, 500,
-		appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), "replicaset_controller", queueName, pc, broadcaster,
-		replicaset.DefaultReplicaSetControllerFeatures(), ms)
-	infs.start(ctx)
-	skipsBefore := gatherCounter("replicaset_controller_stale_sync_skips_total", nil)
-	cpu0 := cpuTime()
-	go rsc.Run(ctx, c.workers)
+	defer func() { _ = driver.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
+	clog := newConflictLog()
 
 	// The driver's own view, without lag.
 	dfac := informers.NewSharedInformerFactoryWithOptions(driver, 0, informers.WithNamespace(ns))
@@ -262,14 +197,23 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	dfac.Start(ctx.Done())
 	dfac.WaitForCacheSync(ctx.Done())
 
+	stopController, err := startControllerProcess(c, name, lag, ns)
+	if err != nil {
+		return res, err
+	}
+	driverCPU0 := cpuTime()
+
 	names := make([]string, c.rs)
 	current := make([]int32, c.rs)
 	for i := range names {
 		names[i] = fmt.Sprintf("rs-%d", i)
 		rs := newRS(ns, names[i], 0)
-		if _, err := driver.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		out, err := driver.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+		if err != nil {
+			_, _ = stopController()
 			return res, err
 		}
+		clog.wrote(names[i], byDriver, out)
 	}
 	var runErr error
 	for step := 1; step <= c.steps; step++ {
@@ -286,7 +230,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 		var wg sync.WaitGroup
 		for i := range names {
 			wg.Go(func() {
-				if err := scale(ctx, driver, ns, names[i], targets[i]); err != nil {
+				if err := scale(ctx, driver, ns, names[i], targets[i], clog); err != nil {
 					fmt.Fprintln(os.Stderr, "scale:", err)
 				}
 			})
@@ -317,24 +261,21 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	if err := settled(ctx, drs.Lister(), dpods.Lister(), ns, names, current, c.convergeTimeout); err != nil {
 		runErr = err
 	}
-	res.cpu = cpuTime() - cpu0
+	res.driverCPU = cpuTime() - driverCPU0
 	res.notConverged += w.timeouts
-	pc.mu.Lock()
-	res.creates, res.deletes = pc.creates, pc.deletes
-	pc.mu.Unlock()
-	res.extraCreates, res.extraDeletes = res.creates-res.minCreates, res.deletes-res.minDeletes
-	res.conflicts, res.requests = cnt.conflicts.Load(), cnt.requests.Load()
-	ms.mu.Lock()
-	res.skips, res.skipToSync, res.freshToSync, res.freshUnseen, res.held = ms.skips, ms.skipToSync, ms.freshToSync, ms.freshUnseen, ms.held
-	ms.mu.Unlock()
-	res.kcmSkips = gatherCounter("replicaset_controller_stale_sync_skips_total", nil) - skipsBefore
-	res.retries = gatherCounter("workqueue_retries_total", map[string]string{"name": queueName})
-	if ours != nil {
-		res.storeLost = gatherFrom(reg, "freshinformer_consistency_checks_total", map[string]string{"outcome": "lost"})
-		res.storeWaited = gatherFrom(reg, "freshinformer_consistency_checks_total", map[string]string{"outcome": "waited"})
+	cr, err := stopController()
+	if err != nil && runErr == nil {
+		runErr = err
 	}
-	cancel()
-	_ = driver.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	res.cpu = cr.CPU
+	res.creates, res.deletes = cr.Creates, cr.Deletes
+	res.extraCreates, res.extraDeletes = res.creates-res.minCreates, res.deletes-res.minDeletes
+	res.conflicts, res.requests = cr.Conflicts, cr.Requests
+	clog.add(cr.Writes, cr.Conflicts409)
+	res.requestKinds, res.conflictClasses = cr.RequestKinds, clog.String()
+	res.skips, res.skipToSync, res.freshToSync, res.freshUnseen, res.held = cr.Skips, cr.SkipToSync, cr.FreshToSync, cr.FreshUnseen, cr.Held
+	res.kcmSkips, res.retries = cr.KCMSkips, cr.Retries
+	res.storeLost, res.storeWaited = cr.StoreLost, cr.StoreWaited
 	return res, runErr
 }
 
@@ -353,14 +294,18 @@ func newRS(ns, name string, replicas int32) *appsv1.ReplicaSet {
 	}
 }
 
-func scale(ctx context.Context, client kubernetes.Interface, ns, name string, replicas int32) error {
+func scale(ctx context.Context, client kubernetes.Interface, ns, name string, replicas int32, clog *conflictLog) error {
 	for {
 		rs, err := client.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		rs.Spec.Replicas = &replicas
-		if _, err = client.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		out, err := client.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
+		if err == nil {
+			clog.wrote(name, byDriver, out)
+		}
+		if !apierrors.IsConflict(err) {
 			return err
 		}
 	}

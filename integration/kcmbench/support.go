@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -25,23 +27,24 @@ import (
 // or ours (F), scoped to the run's namespace.
 type informerSet struct {
 	rs     appsinformers.ReplicaSetInformer
+	jobs   batchinformers.JobInformer
 	pods   coreinformers.PodInformer
 	source cache.InformerSource // F only
 	start  func(ctx context.Context)
 }
 
 func newInformers(name string, client kubernetes.Interface, ns string, probeDelay time.Duration) informerSet {
-	if name == "F" {
+	if strings.HasPrefix(name, "F") {
 		opts := []cache.FactoryOption{cache.WithNamespace(ns)}
 		if probeDelay != 0 {
 			opts = append(opts, cache.WithInformerOptions(cache.WithQuietProbeDelay(probeDelay)))
 		}
 		f := cache.NewSharedInformerFactoryWithOptions(client, 0, opts...)
-		return informerSet{rs: f.Apps().V1().ReplicaSets(), pods: f.Core().V1().Pods(), source: f,
+		return informerSet{rs: f.Apps().V1().ReplicaSets(), jobs: f.Batch().V1().Jobs(), pods: f.Core().V1().Pods(), source: f,
 			start: func(ctx context.Context) { f.Start(ctx.Done()); f.WaitForCacheSync(ctx.Done()) }}
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	return informerSet{rs: f.Apps().V1().ReplicaSets(), pods: f.Core().V1().Pods(),
+	return informerSet{rs: f.Apps().V1().ReplicaSets(), jobs: f.Batch().V1().Jobs(), pods: f.Core().V1().Pods(),
 		start: func(ctx context.Context) { f.Start(ctx.Done()); f.WaitForCacheSync(ctx.Done()) }}
 }
 
@@ -178,17 +181,28 @@ func gatherFrom(reg *prometheus.Registry, name string, match map[string]string) 
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseconds())/1000) }
 
-func printTable(lag time.Duration, rows []result) {
-	fmt.Printf("### watch lag %v\n\n", lag)
-	fmt.Println("| config | extra pod creates / deletes | pod creates / deletes (min) | converge p50 / p99 (ms) | not converged | RS status 409s | API requests | skips (kcm metric) | skip → resync p50 / p99 (ms) | fresh → resync p50 / p99 / max (ms) | held syncs, p50 / p99 (ms) | workqueue retries | CPU (s) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+func printTable(controller string, lag time.Duration, rows []result) {
+	owner := "RS"
+	if controller == "job" {
+		owner = "Job"
+	}
+	fmt.Printf("### %s controller, watch lag %v\n\n", owner, lag)
+	fmt.Println("| config | extra pod creates / deletes | pod creates / deletes (min) | converge p50 / p99 (ms) | not converged | " + owner + " status 409s | API requests | skips (kcm metric) | skip → resync p50 / p99 (ms) | fresh → resync p50 / p99 / max (ms) | held syncs, p50 / p99 (ms) | workqueue retries | controller CPU (s) | driver CPU (s) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Printf("| %s | %d / %d | %d / %d (%d / %d) | %s / %s | %d | %d | %d | %d (%.0f) | %s / %s | %s / %s / %s (%d unseen) | %d, %s / %s | %.0f | %.1f |\n",
+		fmt.Printf("| %s | %d / %d | %d / %d (%d / %d) | %s / %s | %d | %d | %d | %d (%.0f) | %s / %s | %s / %s / %s (%d unseen) | %d, %s / %s | %.0f | %.2f | %.2f |\n",
 			r.name, r.extraCreates, r.extraDeletes, r.creates, r.deletes, r.minCreates, r.minDeletes,
 			ms(pct(r.converge, 50)), ms(pct(r.converge, 99)), r.notConverged, r.conflicts, r.requests,
 			r.skips, r.kcmSkips, ms(pct(r.skipToSync, 50)), ms(pct(r.skipToSync, 99)),
 			ms(pct(r.freshToSync, 50)), ms(pct(r.freshToSync, 99)), ms(pct(r.freshToSync, 100)), r.freshUnseen,
-			len(r.held), ms(pct(r.held, 50)), ms(pct(r.held, 99)), r.retries, r.cpu.Seconds())
+			len(r.held), ms(pct(r.held, 50)), ms(pct(r.held, 99)), r.retries, r.cpu.Seconds(), r.driverCPU.Seconds())
+	}
+	fmt.Println()
+	for _, r := range rows {
+		fmt.Printf("- %s requests: %s\n", r.name, r.requestKinds)
+		if controller == "rs" {
+			fmt.Printf("- %s RS status 409s: %s\n", r.name, r.conflictClasses)
+		}
 	}
 	fmt.Println()
 }

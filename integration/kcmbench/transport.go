@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +15,81 @@ import (
 // conflicts.
 type counter struct {
 	requests  atomic.Int64
-	conflicts atomic.Int64 // 409 on a ReplicaSet status write
+	conflicts atomic.Int64 // 409 on a status write (the controller's ReplicaSets' or Jobs')
+
+	mu     sync.Mutex
+	byKind map[string]int // requests by verb and resource (requestKind)
+}
+
+// count adds a request of kind k.
+func (c *counter) count(k string) {
+	c.requests.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKind == nil {
+		c.byKind = map[string]int{}
+	}
+	c.byKind[k]++
+}
+
+// breakdown returns the request counts by kind, most first.
+func (c *counter) breakdown() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	for k, n := range c.byKind {
+		all = append(all, kv{k, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].k < all[j].k })
+	var b strings.Builder
+	for i, e := range all {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", e.k, e.n)
+	}
+	return b.String()
+}
+
+// requestKind names a request by verb and resource: "PUT replicasets/status",
+// "WATCH pods", "LIST pods (limit=1)", "POST events".
+func requestKind(req *http.Request) string {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// /api/v1/namespaces/NS/RES[/NAME[/SUB]] or /apis/G/V/namespaces/NS/RES[/NAME[/SUB]]
+	i := 2
+	if len(parts) > 0 && parts[0] == "apis" {
+		i = 3
+	}
+	rest := parts[min(i, len(parts)):]
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	res, named := "?", false
+	if len(rest) > 0 {
+		res = rest[0]
+	}
+	if len(rest) > 1 {
+		named = true
+	}
+	if len(rest) > 2 {
+		res += "/" + rest[2]
+	}
+	q := req.URL.Query()
+	verb := req.Method
+	switch {
+	case q.Get("watch") == "true":
+		verb = "WATCH"
+	case req.Method == http.MethodGet && !named:
+		verb = "LIST"
+		if l := q.Get("limit"); l != "" {
+			res += " (limit=" + l + ")"
+		}
+	}
+	return verb + " " + res
 }
 
 // countingRT counts requests through it.
@@ -23,10 +99,10 @@ type countingRT struct {
 }
 
 func (t *countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.requests.Add(1)
+	t.c.count(requestKind(req))
 	resp, err := t.next.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusConflict && req.Method == http.MethodPut &&
-		strings.Contains(req.URL.Path, "/replicasets/") && strings.HasSuffix(req.URL.Path, "/status") {
+	if err == nil && resp.StatusCode == http.StatusConflict && (req.Method == http.MethodPut || req.Method == http.MethodPatch) &&
+		strings.HasSuffix(req.URL.Path, "/status") {
 		t.c.conflicts.Add(1)
 	}
 	return resp, err
