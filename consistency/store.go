@@ -610,7 +610,11 @@ func (s *Store) awaitCaches(ctx context.Context, o readyourwrites.Owner) error {
 // freshWatch is one whenFresh registration chain. mu guards its fields; it
 // is a leaf: nothing is called with it held.
 type freshWatch struct {
-	mu    sync.Mutex
+	s  *Store
+	o  readyourwrites.Owner
+	fn func(error)
+
+	mu    sync.Mutex  // guards the fields below; a leaf
 	gen   uint64      // registrations made
 	stop  func() bool // calls off the newest registration
 	ended bool        // fn has run or the watch was stopped
@@ -623,74 +627,107 @@ type freshWatch struct {
 // (AfterStream) where streamOnly allows, so that a skipped owner costs no
 // probe. stop calls it off, as WhenFresh's does.
 func (s *Store) whenFresh(o readyourwrites.Owner, fn func(error)) (stop func() bool) {
-	w := &freshWatch{}
-	finish := func(err error) {
-		w.mu.Lock()
-		if w.ended {
-			w.mu.Unlock()
-			return
-		}
-		w.ended = true
+	w := &freshWatch{s: s, o: o, fn: fn}
+	w.step(nil)
+	return w.cancel
+}
+
+// finish runs fn once, unless the watch was called off.
+func (w *freshWatch) finish(err error) {
+	w.mu.Lock()
+	if w.ended {
 		w.mu.Unlock()
-		fn(err)
+		return
 	}
-	var step func(error)
-	step = func(err error) {
-		if err == nil {
-			err = s.ryw.CheckFresh(o)
-		}
-		if err == nil {
-			finish(nil)
-			return
-		}
-		var nf *readyourwrites.NotFreshError
-		if !errors.As(err, &nf) || nf.Informer == nil {
-			finish(err)
-			return
-		}
-		w.mu.Lock()
-		if w.ended {
-			w.mu.Unlock()
-			return
-		}
-		w.gen++
-		gen := w.gen
-		w.mu.Unlock()
-		var st func() bool
-		switch {
-		case nf.Deleted:
-			st = s.ryw.WhenFresh(o, finish)
-		case s.streamOnly(nf.Informer):
-			st = nf.Informer.AfterStream(nf.Written, step)
-		default:
-			st = nf.Informer.AfterFreshness(nf.Written, step)
-		}
-		w.mu.Lock()
-		if w.ended {
-			w.mu.Unlock()
-			st()
-			return
-		}
-		if w.gen == gen { // no newer registration was made meanwhile (a callback run at once)
-			w.stop = st
-		}
-		w.mu.Unlock()
+	w.ended = true
+	w.mu.Unlock()
+	w.fn(err)
+}
+
+// step looks at the caches again (after a callback said one informer
+// caught up, or failed with err) and registers on the next informer that
+// is behind.
+func (w *freshWatch) step(err error) {
+	if err == nil {
+		err = w.s.ryw.CheckFresh(w.o)
 	}
-	step(nil)
-	return func() bool {
-		w.mu.Lock()
-		if w.ended {
-			w.mu.Unlock()
-			return false
-		}
-		w.ended = true
-		st := w.stop
-		w.mu.Unlock()
-		if st != nil {
-			st()
-		}
-		return true
+	if err == nil {
+		w.finish(nil)
+		return
 	}
+	var nf *readyourwrites.NotFreshError
+	if !errors.As(err, &nf) || nf.Informer == nil {
+		w.finish(err)
+		return
+	}
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return
+	}
+	w.gen++
+	gen := w.gen
+	w.mu.Unlock()
+	st := w.register(nf)
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		st()
+		return
+	}
+	if w.gen == gen { // no newer registration was made meanwhile (a callback run at once)
+		w.stop = st
+	}
+	w.mu.Unlock()
+}
+
+// register waits for the informer nf names: from its own stream where
+// streamOnly allows.
+func (w *freshWatch) register(nf *readyourwrites.NotFreshError) (stop func() bool) {
+	switch {
+	case nf.Deleted:
+		return w.s.ryw.WhenFresh(w.o, w.finish)
+	case w.s.streamOnly(nf.Informer):
+		return nf.Informer.AfterStream(nf.Written, w.step)
+	default:
+		return nf.Informer.AfterFreshness(nf.Written, w.step)
+	}
+}
+
+// cancel calls the watch off; false if fn ran or it was called off before.
+func (w *freshWatch) cancel() bool {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return false
+	}
+	w.ended = true
+	st := w.stop
+	w.mu.Unlock()
+	if st != nil {
+		st()
+	}
+	return true
+}
+
+// cachedUID returns owner's UID from inf's cache; if it is not cached
+// (deleted), the Store forgets the owner, with nothing to remember.
+func (s *Store) cachedUID(inf *cache.FreshInformer, owner types.NamespacedName) (types.UID, bool) {
+	key := owner.Name
+	if owner.Namespace != "" {
+		key = owner.Namespace + "/" + owner.Name
+	}
+	obj, ok, err := inf.GetIndexer().GetByKey(key)
+	m, merr := meta.Accessor(obj)
+	if err != nil || !ok || merr != nil {
+		s.mu.Lock()
+		if e, ok := s.seen[owner]; ok && e.uid == "" {
+			delete(s.seen, owner)
+		}
+		s.mu.Unlock()
+		return "", false
+	}
+	return m.GetUID(), true
 }
 
 // hookOwnerInformers registers, on each informer of the owners' resource
@@ -790,22 +827,11 @@ func (s *Store) readCreatedOwner(ctx context.Context, owner types.NamespacedName
 			continue
 		}
 		uid := e.uid
-		if !known { // its UID from the cache
-			key := owner.Name
-			if owner.Namespace != "" {
-				key = owner.Namespace + "/" + owner.Name
-			}
-			obj, ok, err := inf.GetIndexer().GetByKey(key)
-			m, merr := meta.Accessor(obj)
-			if err != nil || !ok || merr != nil {
-				s.mu.Lock()
-				if e, ok := s.seen[owner]; ok && e.uid == "" {
-					delete(s.seen, owner) // not cached (deleted): nothing to remember
-				}
-				s.mu.Unlock()
+		if !known {
+			var ok bool
+			if uid, ok = s.cachedUID(inf, owner); !ok {
 				return
 			}
-			uid = m.GetUID()
 		}
 		rctx, cancel := context.WithTimeout(ctx, lostCheckTimeout)
 		rv, found, err := inf.ServerResourceVersionOf(rctx, owner.Namespace, owner.Name)
