@@ -41,7 +41,11 @@ func ExampleFreshInformer_WaitForFreshness() {
 			return server, nil
 		},
 	}
-	informer := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	// This fake's list always says 100, whatever it has sent since; a real
+	// server's consistent list, which the informer sends to prove a quiet
+	// cache fresh, shows its newest write. Probing the fake would show its
+	// history going back, so nothing probes it.
+	informer := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{}, cache.WithQuietProbeDelay(-1))
 	lister := corelisters.NewConfigMapLister(informer.GetIndexer())
 
 	ctx, cancel := context.WithCancel(context.Background())
