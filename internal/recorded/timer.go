@@ -33,7 +33,12 @@ const MaxPending = 256
 // registered one is reached: a little late, never early. Writes pending
 // when the informer stops or becomes incomparable are dropped, unobserved.
 type Timer struct {
-	mu      sync.Mutex    // guards pending and armed; taken before the trust's, never under the informer's
+	// mu guards pending and armed; taken before the trust's, never under
+	// the informer's. A lock, not a compare-and-swap of an immutable
+	// record as probe.Reads has: each recorded write would copy the
+	// pending set (up to MaxPending samples, about 12 KiB) while the
+	// cache lags.
+	mu      sync.Mutex
 	pending []writeSample // ascending resource versions
 	armed   bool          // a callback is registered
 }
