@@ -18,6 +18,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/probe"
+	"github.com/freshinformer/freshinformer/internal/prove"
 )
 
 // quietLW is a scripted server for the freshness probe. Reflector lists
@@ -72,7 +73,7 @@ func (lw *quietLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 func (lw *quietLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	lw.mu.Lock()
-	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == prove.AuxWatchTimeoutSeconds {
 		lw.auxWatches = append(lw.auxWatches, opts)
 		aux := lw.aux
 		lw.mu.Unlock()
@@ -176,7 +177,7 @@ func waitIdle(t *testing.T, inf *FreshInformer) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if inf.quiet.sched.Idle() {
+		if inf.prover.Idle() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -234,7 +235,7 @@ func TestProbeWaitsForEventsNotYetApplied(t *testing.T) {
 }
 
 func probeRunning(inf *FreshInformer) bool {
-	return inf.quiet.sched.Running()
+	return inf.prover.Probing()
 }
 
 // Waits met by the stream within the probe delay cost no request.
@@ -463,9 +464,9 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	inf := NewSharedIndexInformer(newQuietLW(t, "1"), &corev1.ConfigMap{}, 0, nil)
 	base := time.Now()
 	for i := 1; i <= 1000; i++ {
-		inf.quiet.reads.Sample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
+		inf.prover.Reads().Sample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
 	}
-	if n := inf.quiet.reads.Samples(); n > probe.MaxSamples {
+	if n := inf.prover.Reads().Samples(); n > probe.MaxSamples {
 		t.Fatalf("%d samples kept, want at most %d", n, probe.MaxSamples)
 	}
 	inf.trust.Listed(rvOf(1000), inf.trust.View().Stamp)
