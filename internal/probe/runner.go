@@ -1,8 +1,9 @@
 // Package probe holds an informer's requests off its own stream and the one
 // "one probe in flight" mechanism they run through. The quiet-resource
-// probe and the restore check (package cache) each run through a Runner,
+// probe and the restore check (package prove) each run through a Runner,
 // so that however many callers ask, at most one request series is in
 // flight per informer, and stopping the informer ends it and waits for it.
+// An informer's Scheduler and Runners share one lock (Mu), its prover's.
 // The requests: ServerResourceVersion (a consistent read of the server's
 // resource version) and AuxWatch (a watch whose bookmarks prove that the
 // informer's stream holds no event up to a resource version). A Scheduler
