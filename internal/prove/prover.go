@@ -127,8 +127,9 @@ type Informer interface {
 	Log() klog.Logger
 }
 
-// Cache is the informer's cache as a Compare function sees it: read-only,
-// with the apply lock held, and the evidence that must change with it.
+// Cache is the informer's cache as a Compare function sees it, with the
+// apply lock held: read-only (but for the recorded writes a comparison
+// checks off), and the evidence that must change with it.
 type Cache interface {
 	// Position is the trust state's, which changes only under the apply
 	// lock.
@@ -140,7 +141,8 @@ type Cache interface {
 	// Delivered reports whether the stream recently applied an event at
 	// rv.
 	Delivered(rv freshness.RV) bool
-	// Written is the keys of recorded writes the cache has not reached.
+	// Written is the keys of recorded writes the cache has not reached: a
+	// comparison that settles them prunes or forgets them.
 	Written() *recorded.Keys
 	// Proved: the cache holds the server's state at rv, read at st; it
 	// reports false if a regression found since voids the read.
@@ -164,7 +166,8 @@ type Config struct {
 	// Clock times the staleness samples.
 	Clock clock.PassiveClock
 	// Delay is how long pending waits see no progress before a probe
-	// (zero: the route's default, SnapshotDelay or BookmarkDelay;
+	// (zero: the route's default, DefaultSnapshotDelay or
+	// DefaultBookmarkDelay;
 	// negative: no probes).
 	Delay time.Duration
 	// SnapshotLimit is the largest informer, in cached keys, that probes
@@ -249,8 +252,7 @@ func (p *Prover) Stats() Stats {
 		RestoreChecks: p.checks.Runs() + p.resumeChecks.Load()}
 }
 
-// KeysChanged tells the Prover the indexer gained (1) or lost (-1) a key;
-// KeysListed that a list left it n keys.
+// KeysChanged tells the Prover the indexer gained (1) or lost (-1) a key.
 func (p *Prover) KeysChanged(delta int64) { p.keys.Add(delta) }
 
 // KeysListed tells the Prover a list left the indexer with n keys.
