@@ -26,13 +26,12 @@
 //	   │                                    back: counted, then OnRegression,
 //	   ▼                                    before the indexer holds it
 //	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
-//	   ▲  (internal/trust)                   Sync, AfterFreshness) wakes here;
-//	   │                                     internal/handlers delivers to them
-//	   │ compared under applyMu
-//	provers (internal/prove, off the        PROVEN: snapshot compare, bookmark
-//	stream: their own consistent lists      probe, restore check, recorded-write
-//	and watches)                            check; evidence handed in with the
-//	                                        cache under applyMu (probes.go)
+//	   ▲          ▲ (internal/trust)         Sync, AfterFreshness) wakes here;
+//	   │ read     │ evidence                 internal/handlers delivers to them
+//	   └──────────┴── provers               PROVEN off the stream: snapshot
+//	                  (internal/prove:      compare, bookmark probe, restore
+//	                  their own consistent  check, recorded-write check; read
+//	                  lists and watches)    and told under applyMu (probes.go)
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
 // metrics makes Prometheus series of them). RVs enter off the stream only
@@ -44,6 +43,7 @@
 // (proverOwner; cacheView, the cache under applyMu). The snapshot zone
 // (zone.go) is the apply path's side of a snapshot proof: its rules are
 // there, in one place.
+//
 // informer.go builds and runs the informer, shared_informer.go holds the
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
 // elsewhere, options.go is the one place defaults are set.
