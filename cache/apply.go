@@ -264,7 +264,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		if err := f.indexer.Add(obj); err != nil {
 			return err
 		}
-		f.cachedKeys.Add(1)
+		f.prover.KeysChanged(1)
 		ghost, wasGhost := f.unghost(obj) // before observeEvent may end the zone
 		if newErr == nil {
 			f.observeEvent(newRV)
@@ -316,24 +316,7 @@ func (f *FreshInformer) delete(obj any) error {
 			return nil
 		}
 	}
-	if exists && obj != nil {
-		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
-			f.reject("delete", obj, delRVs, oldRVs)
-			return nil
-		}
-	}
-	place, at := f.placed(delRV, delErr)
-	if exists && !isTombstone && place == trust.Behind {
-		// Out of order whatever the cached state, which may be malformed
-		// and so not comparable with it: a replay of an older deletion.
-		f.reject("delete", obj, delRVs, at.String())
-		return nil
-	}
-	if !exists && !isTombstone && (place == trust.At || place == trust.Behind) {
-		// The key is gone already; a deletion not newer than the stream
-		// (every event has a revision of its own) is a duplicate or a
-		// replay of one that handlers have heard of.
-		f.reject("delete", obj, delRVs, at.String())
+	if f.staleDelete(obj, old, exists, isTombstone, delRV, delErr) {
 		return nil
 	}
 	// A key created behind a snapshot is in handlers' views, not in the
@@ -358,13 +341,42 @@ func (f *FreshInformer) delete(obj any) error {
 		return err
 	}
 	if exists {
-		f.cachedKeys.Add(-1)
+		f.prover.KeysChanged(-1)
 	}
 	if !isTombstone && delErr == nil { // a tombstone's state is not the deletion's resource version
 		f.observeEvent(delRV)
 	}
 	f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: obj}, false)
 	return nil
+}
+
+// staleDelete reports whether a deletion of obj (a tombstone's last
+// state, or nil) at delRV is out of order, and rejects it: older than the
+// cached old, or, for a deletion from the stream, not newer than what the
+// stream delivered. applyMu is held.
+func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delRV freshness.RV, delErr error) bool {
+	delRVs := resourceVersion(obj)
+	if exists && obj != nil {
+		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
+			f.reject("delete", obj, delRVs, oldRVs)
+			return true
+		}
+	}
+	place, at := f.placed(delRV, delErr)
+	if exists && !isTombstone && place == trust.Behind {
+		// Out of order whatever the cached state, which may be malformed
+		// and so not comparable with it: a replay of an older deletion.
+		f.reject("delete", obj, delRVs, at.String())
+		return true
+	}
+	if !exists && !isTombstone && (place == trust.At || place == trust.Behind) {
+		// The key is gone already; a deletion not newer than the stream
+		// (every event has a revision of its own) is a duplicate or a
+		// replay of one that handlers have heard of.
+		f.reject("delete", obj, delRVs, at.String())
+		return true
+	}
+	return false
 }
 
 // replaceAll applies a list: the indexer holds exactly the listed objects
@@ -375,37 +387,9 @@ func (f *FreshInformer) delete(obj any) error {
 // that is declared as a regression (once per list) unless the Guard already
 // declared it.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted guard.ListAdmission, isInInitialList bool) error {
-	type change struct{ old, new any }
-	changes := make([]change, 0, len(info.Objects))
-	listed := make(map[string]struct{}, len(info.Objects))
-	var back listRegression
-	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
-	checkWrites := f.written.Len() > 0 && listErr == nil
-	// Where the cache stood: it applied every event up to there (none to
-	// trust in plain mode, or while a declared restore waits for this list).
-	reached := f.listedOver()
-	for _, obj := range info.Objects {
-		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		if err != nil {
-			return err
-		}
-		listed[key] = struct{}{}
-		old, _, _ := f.indexer.GetByKey(key)
-		changes = append(changes, change{old: old, new: obj})
-		switch {
-		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
-			back.add(key, &back.keys)
-		case passed(resourceVersion(obj), reached) && (old == nil || f.differs(old, obj)):
-			// At a state the cache had passed, which it does not hold: the
-			// cache applied that state's event, and whatever came after it
-			// (a deletion, a newer state) would be in the list. The list
-			// brings the key back (etcd restored to before the deletion,
-			// with a bumped revision), or comes from another history (a
-			// restore without one, outrun by new writes).
-			back.add(key, &back.keys)
-		case checkWrites && f.written.Lost(key, resourceVersion(obj), listRV):
-			back.add(key, &back.lostWrites)
-		}
+	changes, listed, back, err := f.diffList(info)
+	if err != nil {
+		return err
 	}
 	var gone []toolscache.DeletedFinalStateUnknown
 	for _, key := range f.indexer.ListKeys() {
@@ -423,7 +407,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	if err := f.indexer.Replace(info.Objects, info.ResourceVersion); err != nil {
 		return err
 	}
-	f.cachedKeys.Store(int64(len(listed)))
+	f.prover.KeysListed(len(listed))
 	// The list is the state at its resource version: no zone behind it.
 	f.endZone()
 	f.observeList(info.ResourceVersion, back, admitted)
@@ -441,12 +425,52 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	return nil
 }
 
+// listChange is a listed object and the state it replaces (nil: none).
+type listChange struct{ old, new any }
+
+// diffList compares a list with the cache before it is applied: each
+// listed object with the state it replaces, the listed keys, and the keys
+// the list moves back. applyMu is held.
+func (f *FreshInformer) diffList(info toolscache.ReplacedAllInfo) (changes []listChange, listed map[string]struct{}, back listRegression, err error) {
+	changes = make([]listChange, 0, len(info.Objects))
+	listed = make(map[string]struct{}, len(info.Objects))
+	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
+	checkWrites := f.written.Len() > 0 && listErr == nil
+	// Where the cache stood: it applied every event up to there (none to
+	// trust in plain mode, or while a declared restore waits for this list).
+	reached := f.listedOver()
+	for _, obj := range info.Objects {
+		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return nil, nil, listRegression{}, err
+		}
+		listed[key] = struct{}{}
+		old, _, _ := f.indexer.GetByKey(key)
+		changes = append(changes, listChange{old: old, new: obj})
+		switch {
+		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
+			back.add(key, &back.keys)
+		case passed(resourceVersion(obj), reached) && (old == nil || f.differs(old, obj)):
+			// At a state the cache had passed, which it does not hold: the
+			// cache applied that state's event, and whatever came after it
+			// (a deletion, a newer state) would be in the list. The list
+			// brings the key back (etcd restored to before the deletion,
+			// with a bumped revision), or comes from another history (a
+			// restore without one, outrun by new writes).
+			back.add(key, &back.keys)
+		case checkWrites && f.written.Lost(key, resourceVersion(obj), listRV):
+			back.add(key, &back.lostWrites)
+		}
+	}
+	return changes, listed, back, nil
+}
+
 // placed is where the trust state places an event at rv against the
 // stream (trust.Trust.Placed): behind it, an event is out of order
 // whether or not its key is cached; at it, a replay or a duplicate for a
 // key not cached, every event having a resource version of its own. The
 // stream's position is the applied one, or, behind a snapshot that moved
-// that further, the newest the stream delivered (snapshot.go). It returns
+// that further, the newest the stream delivered (zone.go). It returns
 // the position compared with too. applyMu is held.
 func (f *FreshInformer) placed(rv freshness.RV, err error) (trust.Place, freshness.RV) {
 	var stream freshness.RV
@@ -550,7 +574,7 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		f.written.PruneReached(rv)
 	}
 	if admitted.AfterFailure {
-		f.quiet.sched.Recovered(admitted.Sent) // probes wait for a server just back
+		f.prover.Recovered(admitted.Sent) // probes wait for a server just back
 	}
 }
 

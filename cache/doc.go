@@ -26,14 +26,24 @@
 //	   │                                    back: counted, then OnRegression,
 //	   ▼                                    before the indexer holds it
 //	indexer ──▶ trust ──▶ handlers         AWAITED: wait.go (WaitForFreshness,
-//	      (internal/trust)                   Sync, AfterFreshness) wakes here;
-//	                                         internal/handlers delivers to them
+//	   ▲          ▲ (internal/trust)         Sync, AfterFreshness) wakes here;
+//	   │ read     │ evidence                 internal/handlers delivers to them
+//	   └──────────┴── provers               PROVEN off the stream: snapshot
+//	                  (internal/prove:      compare, bookmark probe, restore
+//	                  their own consistent  check, recorded-write check; read
+//	                  lists and watches)    and told under applyMu (probes.go)
 //
 // EXPORTED: metrics.go hands measurements to a MetricsProvider (package
-// metrics makes Prometheus series of them). RVs also enter off the stream:
-// writes the caller records (recordwrite.go, lostwrites.go; kept in
-// internal/recorded), the restore check (check.go) and the quiet-resource
-// probe (quietprobe.go, snapshot.go).
+// metrics makes Prometheus series of them). RVs enter off the stream only
+// through internal/prove: the quiet-resource probe's two routes (a
+// snapshot compared key by key, a bookmark of an auxiliary watch), Sync's
+// read, the restore check, and the check of the writes the caller records
+// (recordwrite.go, lostwrites.go; kept in internal/recorded). The prover
+// sees the informer through a narrow interface, which probes.go implements
+// (proverOwner; cacheView, the cache under applyMu). The snapshot zone
+// (zone.go) is the apply path's side of a snapshot proof: its rules are
+// there, in one place.
+//
 // informer.go builds and runs the informer, shared_informer.go holds the
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
 // elsewhere, options.go is the one place defaults are set.
@@ -177,79 +187,42 @@
 // writes, the next bookmark comes about a minute later, so a wait for an RV
 // returned by a write to another resource would take that long. When waits
 // have made no progress for the probe delay, the informer proves freshness
-// with the server, by one of two routes (quietprobe.go, snapshot.go). On a
-// busy resource the stream keeps moving and meets the waits; a target it
-// has not reached within a second of moving (probe.StuckAfter) is probed
-// for all the same, since it may be beyond the server, which only a
-// consistent read shows.
+// with the server, by one of two routes (internal/prove says how each
+// proof holds). On a busy resource the stream keeps moving and meets the
+// waits; a target it has not reached within a second of moving
+// (probe.StuckAfter) is probed for all the same, since it may be beyond
+// the server, which only a consistent read shows.
 //
-// The snapshot route, for informers of up to WithSnapshotProbeLimit objects
-// (DefaultSnapshotProbeLimit) and for any informer of a resource that gets
-// no bookmarks, after DefaultSnapshotProbeDelay: one
-// consistent list through the informer's ListerWatcher (same namespace and
-// selectors; served from the apiserver's watch cache on Kubernetes 1.31+,
-// from etcd for resources without one), of at most one object more than
-// the cache holds, compared key by key with the cache under applyMu. Every
-// write gives its object an RV of its own, so if the list holds exactly
-// the cached keys at the cached RVs, the cache holds the state at the
-// list's RV L, and applied and the guard's floor move to L: one round
-// trip. Any difference proves nothing, and the bookmark route follows,
-// reusing L. What a snapshot cannot show: a key created and deleted between
-// the applied RV and L is in neither, yet its events are still on the
-// informer's stream. Those events (RVs above what the stream delivered and
-// up to L) are not faults: the indexer, which already holds a newer state,
-// is left alone, and handlers hear of them as client-go's informer would
-// tell them (add, update, delete, in order; a key whose deletion the
-// stream skips, because its watch resumed past L, leaves with a tombstone
-// once the stream passes L). ProbeStats.BehindSnapshot counts them. Until
-// the stream passes L, events are ordered against what it delivered, not
-// against L. Sync takes the same route: on a small informer it is that one
-// list.
+//   - The snapshot route, for informers of up to WithSnapshotProbeLimit
+//     objects and for any informer of a resource that gets no bookmarks,
+//     after DefaultSnapshotProbeDelay: one consistent list through the
+//     informer's ListerWatcher, of at most one object more than the cache
+//     holds, compared key by key with the cache under applyMu. If it holds
+//     exactly the cached keys at the cached RVs, applied and the guard's
+//     floor move to its RV L: one round trip. Keys created and deleted
+//     between applied and L are in neither: handlers still hear of their
+//     events, the indexer does not (ProbeStats.BehindSnapshot; the snapshot
+//     zone, whose rules zone.go gives). Sync takes the same route.
+//   - The bookmark route, for larger informers, after
+//     DefaultQuietProbeDelay: a consistent limit=1 list gives the server's
+//     RV; an auxiliary watch from applied, with bookmarks and a 3 s
+//     timeout, gets a bookmark that proves the stream holds no event up to
+//     it beyond those it shows; applied moves to it once those are in the
+//     indexer (about a second). A resource served without a watch cache
+//     gets no bookmarks: its informer relists once, and takes the snapshot
+//     route from then on.
 //
-// The bookmark route, for larger informers, after DefaultQuietProbeDelay:
-//
-//  1. A consistent list with limit=1 through the informer's ListerWatcher
-//     gives the server's current RV R (a quorum read; on Kubernetes 1.31+ it
-//     also brings the apiserver's watch cache for the resource up to R).
-//  2. An auxiliary watch through the same ListerWatcher (same namespace and
-//     selectors) from the applied RV A, with bookmarks and a 3 s timeout: the
-//     apiserver sends a bookmark to such a watcher about 2 s before its
-//     deadline. A bookmark B after events e1 < ... < ek proves there is no
-//     event in (ek, B] (or in (A, B] without events), and the events it
-//     shows are ones the informer's own stream delivers too.
-//  3. Once applied reaches ek (at once if there were no events; an event
-//     received but still queued is waited for), applied moves to B and the
-//     guard's floor rises with it. So the applied RV only moves past events
-//     that are already in the indexer: guarantee 1 holds.
-//
-// Resources the apiserver serves without a watch cache never get bookmarks.
-// A large informer's first probe learns it (its auxiliary watch ends
-// without one) and has the informer relist, the list's RV, at least R,
-// becoming the applied one in stream order; from then on its probes take
-// the snapshot route, which lists as much as a relist without the
-// Reflector's backoff. Cost:
-// nothing while no wait is pending (no goroutine, no timer); while waits
-// are pending, one timer per informer, and at most one probe at a time
-// however many callers wait.
-//
-// Every consistent read a probe, Sync or a restore check sends is also
-// evidence: one below the floor when it was sent shows the server's
-// history went back (a restore is declared), and waits that joined before
-// it for targets above it fail with freshness.ErrTooLargeResourceVersion.
-// While no wait could be released by a probe (an outage, a restore), none
-// is sent, and probes back off while waits stay pending. After a relist
-// that followed a failed request, probes wait at least as long as that
-// relist took, for as long again (at most 5 s): a server just back from
-// an outage is as slow to send the next events, and a probe sooner would
-// mostly ask what the stream is about to tell (on the snapshot route,
-// listing as much as the relist did).
-//
-// The restore check (check.go) reads the same snapshot, of up to the
-// snapshot limit's objects (DefaultSnapshotProbeLimit where the route is
-// off), without moving applied where the route is off: a key listed at an
-// RV up to the applied one that the cache does not hold at that RV shows
-// the server's history went back, even when new writes have carried a
-// restored server past the floor.
+// Cost: nothing while no wait is pending (no goroutine, no timer); while
+// waits are pending, one timer per informer, and at most one probe at a
+// time however many callers wait. Every consistent read a probe, Sync or a
+// restore check sends is also evidence: one below the floor when it was
+// sent declares a restore, and waits that joined before it for targets
+// above it fail with freshness.ErrTooLargeResourceVersion. No probe is sent
+// while none could release a wait (an outage, a restore); probes back off
+// while waits stay pending, and after a relist that followed a failed
+// request, wait as long as that relist took (at most 5 s). The restore
+// check reads the same snapshot (up to the snapshot limit, or
+// DefaultSnapshotProbeLimit where the route is off) without moving applied.
 //
 // # Glossary
 //
@@ -273,8 +246,8 @@
 // a resync re-delivers cached objects to handlers (client-go's sense).
 //
 // Probe: a request off the informer's own stream. The quiet-resource probe
-// (quietprobe.go, ProbeStats) proves a quiet stream fresh; the restore check
-// (check.go, Stats.RestoreProbes) asks whether the server went back in
+// (internal/prove, ProbeStats) proves a quiet stream fresh; the restore check
+// (internal/prove, Stats.RestoreProbes) asks whether the server went back in
 // time; ServerResourceVersion is the consistent read both start with.
 //
 // Scope: what an informer lists: a namespace and label and field selectors
@@ -293,14 +266,13 @@
 //
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu → trust (its waiter set's lock)
-//	                   applyMu → probe.Scheduler.mu (a relist after a failure)
-//	afterFreshCall.mu → probe.Scheduler.mu → probe.Runner.mu, Guard.mu, trust
-//	probe.Runner.mu (restore checks) → trust
+//	                   applyMu → prove.Prover.mu (a relist after a failure)
+//	prove.Prover.mu (its probe Scheduler's and Runners') → Guard.mu, trust
 //	recorded.Timer.mu → trust, metrics.Provider.mu
 //	WrappedInformer.mu → the wrapped store's lock, its trust (wrap.go)
 //
-// The trust's lock and newestMu are leaves. Nothing calls out while
-// holding one: the freshness callbacks a step releases, and the
+// The trust's lock is a leaf. Nothing calls out while holding a lock:
+// the freshness callbacks a step releases, and the
 // regressions it finds, are run and declared once applyMu is released
 // (unlockApply, which the apply goroutine waits for before it writes the
 // indexer again; a list's regressions before the list is applied, applyMu

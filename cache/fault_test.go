@@ -1076,7 +1076,7 @@ func (r *seedRun) sample(stop <-chan struct{}) {
 			last = cur
 		}
 		// The informer's own watch, plus at most one short freshness probe
-		// watch where probes are on (quietprobe.go: one in flight per informer).
+		// watch where probes are on (internal/prove: one in flight per informer).
 		if st := r.srv.Stats(); st.LiveStreams > r.streams && !leakReported && !r.stopping.Load() {
 			leakReported = true
 			r.failf("%d watch streams neither read to the end nor stopped: the informer leaked a watch (server stats %+v)", st.LiveStreams, st)

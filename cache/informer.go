@@ -16,11 +16,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
-	"github.com/freshinformer/freshinformer/internal/probe"
+	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
@@ -52,22 +51,12 @@ type FreshInformer struct {
 	metrics      InformerMetrics // nil without WithMetrics
 	onRegression func(reflector.Regression)
 	identifier   toolscache.InformerNameAndResource // client-go's informer metrics
-	quietDelay   time.Duration                      // WithQuietProbeDelay
-	// snapshotLimit is WithSnapshotProbeLimit's, defaulted (negative:
-	// off); cachedKeys counts the indexer's keys (kept by apply.go) so
-	// that routing a probe costs no scan of the indexer.
-	snapshotLimit    int
-	restoreCheckByRV bool // Options.internal.restoreCheckByRV
-	cachedKeys       atomic.Int64
-	quiet            quietProbe                  // bounded freshness on quiet resources (quietprobe.go)
-	checks           probe.Runner                // restore checks of suspicious writes (check.go)
-	logger           atomic.Pointer[klog.Logger] // the run's (log)
-	regressions      atomic.Uint64               // declared (Stats.Regressions)
-	resumeChecks     atomic.Uint64               // restore checks before a resumed watch (Stats.RestoreProbes)
-
-	newestMu    sync.Mutex     // guards newestWrite; a leaf
-	newestWrite freshness.RV   // the newest RecordWrite
-	visible     recorded.Timer // write-to-visible samples, with metrics
+	// prover proves freshness off the stream (quiet probes, Sync's read)
+	// and checks the server for restores (internal/prove, probes.go).
+	prover      *prove.Prover
+	logger      atomic.Pointer[klog.Logger] // the run's (log)
+	regressions atomic.Uint64               // declared (Stats.Regressions)
+	visible     recorded.Timer              // write-to-visible samples, with metrics
 
 	// applyMu serializes applying deltas (apply.go), proofs and restores
 	// with handler and indexer registration, so a late handler sees a
@@ -76,7 +65,7 @@ type FreshInformer struct {
 	// Guard.mu and the trust's lock (doc.go).
 	applyMu sync.Mutex
 	recent  recorded.Recent        // RVs of recently applied events
-	zone    snapshotZone           // the stream behind a snapshot (snapshot.go)
+	zone    snapshotZone           // the stream behind a snapshot (zone.go)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
 	// declaring is closed once the regressions unlockApply took are
@@ -132,14 +121,11 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		resyncCheckPeriod:    options.ResyncPeriod,
 		defaultHandlerResync: options.ResyncPeriod,
 		synced:               make(chan struct{}),
-		quietDelay:           options.QuietProbeDelay,
-		snapshotLimit:        options.SnapshotProbeLimit,
-		restoreCheckByRV:     options.internal.restoreCheckByRV,
 		onRegression:         options.OnRegression,
 	}
 	f.trust.StartGrace = options.internal.startGrace
-	f.checks = probe.Runner{OnStart: f.checkStarting, OnIdle: f.checkIdle}
-	f.initProbes()
+	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
+		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV}, proverOwner{f})
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
 		f.detectStaleReads(options, mode == detector.Halt)
 	}
@@ -224,7 +210,7 @@ func (f *FreshInformer) Stats() Stats {
 		OutOfOrderRejected:  f.outOfOrder.Load(),
 		IncomparableObjects: f.incomparableObjects.Load(),
 		Bookmarks:           f.bookmarks.Load(),
-		RestoreProbes:       f.checks.Runs() + f.resumeChecks.Load(),
+		RestoreProbes:       f.prover.Stats().RestoreChecks,
 		PendingWaiters:      f.trust.View().Pending,
 	}
 	s.Regressions = f.regressions.Load()
@@ -247,12 +233,52 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		logger = klog.LoggerWithValues(logger, "informer", f.name)
 	}
 	logger = klog.LoggerWithValues(logger, "resource", f.resource.String())
-
-	f.mu.Lock()
-	if f.running || f.stopped {
-		f.mu.Unlock()
+	controller, queue := f.begin(ctx, logger)
+	if controller == nil {
 		logger.Info("Warning: FreshInformer has already run; running it again is not allowed")
 		return
+	}
+
+	stopProcessor := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { f.processor.Run(stopProcessor) })
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-controller.HasSyncedChecker().Done():
+			f.applyMu.Lock()
+			close(f.synced)
+			f.processor.UpstreamSynced()
+			f.applyMu.Unlock()
+		}
+	})
+	if f.resyncCheckPeriod > 0 {
+		wg.Go(func() { f.resyncLoop(ctx, queue, f.resyncCheckPeriod) })
+	}
+
+	controller.RunWithContext(ctx)
+
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.prover.Stop()
+	due, _ := f.trust.Submit(trust.Run{Stopped: true})
+	due.Run()
+	close(stopProcessor)
+	wg.Wait()
+	if f.metrics != nil {
+		f.metrics.Stopped()
+	}
+}
+
+// begin marks the informer running and builds its controller over the
+// guarded queue and ListerWatcher; it returns a nil controller if the
+// informer has run before.
+func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscache.Controller, toolscache.Queue) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running || f.stopped {
+		return nil, nil
 	}
 	f.running = true
 	f.trust.Submit(trust.Run{})
@@ -264,8 +290,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	if f.initialFloorErr != nil {
 		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}
-	f.checks.Start(ctx)
-	f.quiet.sched.Start(ctx)
+	f.prover.Start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
 		Name:                  f.description,
@@ -286,41 +311,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		// informer clock does.
 		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
 	})
-	controller := f.controller
-	f.mu.Unlock()
-
-	stopProcessor := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { f.processor.Run(stopProcessor) })
-	wg.Go(func() {
-		select {
-		case <-ctx.Done():
-		case <-controller.HasSyncedChecker().Done():
-			f.applyMu.Lock()
-			close(f.synced)
-			f.processor.UpstreamSynced()
-			f.applyMu.Unlock()
-		}
-	})
-
-	if f.resyncCheckPeriod > 0 {
-		wg.Go(func() { f.resyncLoop(ctx, queue, f.resyncCheckPeriod) })
-	}
-
-	controller.RunWithContext(ctx)
-
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
-	f.checks.Stop()
-	f.quiet.sched.Stop()
-	due, _ := f.trust.Submit(trust.Run{Stopped: true})
-	due.Run()
-	close(stopProcessor)
-	wg.Wait()
-	if f.metrics != nil {
-		f.metrics.Stopped()
-	}
+	return f.controller, queue
 }
 
 // resyncLoop checks every period, on the informer's clock, whether a

@@ -49,7 +49,7 @@ func declareRestore(t *testing.T, inf *FreshInformer) {
 	t.Helper()
 	st := inf.trust.View().Stamp
 	inf.applyMu.Lock()
-	inf.beginRestore(reflector.RegressionServerBehind, mustRV(t, "50"), inf.guard.Floor(), listRegression{}, st)
+	inf.beginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: "50", Floor: inf.guard.Floor().String()}, st)
 	inf.unlockApply()
 }
 
@@ -263,7 +263,7 @@ func TestRestoreCheckReadsEveryPage(t *testing.T) {
 	replace(t, q, "100", cm("a", "10"), cm("b", "20"), cm("c", "30"), cm("d", "40"))
 	drain(t, q, inf, 1)
 	st := inf.trust.View().Stamp
-	if !inf.checkServer(context.Background(), st) {
+	if !inf.prover.CheckServer(context.Background(), st) {
 		t.Fatal("the check was not answered")
 	}
 	if got := regs.all(); len(got) != 1 || got[0].Reason != reflector.RegressionKeysWentBack || got[0].Keys != 1 || !slices.Equal(got[0].SampleKeys, []string{"ns/d"}) {

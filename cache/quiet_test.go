@@ -18,6 +18,8 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/probe"
+	"github.com/freshinformer/freshinformer/internal/prove"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // quietLW is a scripted server for the freshness probe. Reflector lists
@@ -72,7 +74,7 @@ func (lw *quietLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 func (lw *quietLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	lw.mu.Lock()
-	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == prove.AuxWatchTimeoutSeconds {
 		lw.auxWatches = append(lw.auxWatches, opts)
 		aux := lw.aux
 		lw.mu.Unlock()
@@ -176,7 +178,7 @@ func waitIdle(t *testing.T, inf *FreshInformer) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if inf.quiet.sched.Idle() {
+		if inf.prover.Idle() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -234,7 +236,7 @@ func TestProbeWaitsForEventsNotYetApplied(t *testing.T) {
 }
 
 func probeRunning(inf *FreshInformer) bool {
-	return inf.quiet.sched.Running()
+	return inf.prover.Probing()
 }
 
 // Waits met by the stream within the probe delay cost no request.
@@ -463,12 +465,12 @@ func TestStalenessSamplesBounded(t *testing.T) {
 	inf := NewSharedIndexInformer(newQuietLW(t, "1"), &corev1.ConfigMap{}, 0, nil)
 	base := time.Now()
 	for i := 1; i <= 1000; i++ {
-		inf.quiet.reads.Sample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
+		inf.prover.Reads().Sample(base.Add(time.Duration(i)*time.Millisecond), rvOf(uint64(i)))
 	}
-	if n := inf.quiet.reads.Samples(); n > probe.MaxSamples {
+	if n := inf.prover.Reads().Samples(); n > probe.MaxSamples {
 		t.Fatalf("%d samples kept, want at most %d", n, probe.MaxSamples)
 	}
-	inf.trust.Listed(rvOf(1000), inf.trust.View().Stamp)
+	inf.trust.Submit(trust.List{RV: rvOf(1000), Stamp: inf.trust.View().Stamp})
 	s, ok := inf.Staleness()
 	if !ok || s > time.Since(base) {
 		t.Errorf("Staleness = %v, %v", s, ok)
@@ -517,14 +519,16 @@ func TestWaitJoinedAfterTheReadIsNotFailedByIt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- inf.WaitForFreshness(context.Background(), "25") }()
 	eventually(t, "the wait", func() bool { return inf.trust.View().Pending == 1 })
-	inf.trust.TooLarge(mustRV(t, "20"), sent).Run()
+	due, _ := inf.trust.Submit(trust.Read{Shows: trust.ReadBehindWaits, Server: mustRV(t, "20"), Seq: sent})
+	due.Run()
 	select {
 	case err := <-done:
 		t.Fatalf("a wait that joined after the read was failed by it: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	sent = inf.trust.View().Seq // a read sent after it joined
-	inf.trust.TooLarge(mustRV(t, "20"), sent).Run()
+	due, _ = inf.trust.Submit(trust.Read{Shows: trust.ReadBehindWaits, Server: mustRV(t, "20"), Seq: sent})
+	due.Run()
 	if err := <-done; !errors.Is(err, freshness.ErrTooLargeResourceVersion) {
 		t.Fatalf("WaitForFreshness = %v", err)
 	}

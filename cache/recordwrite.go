@@ -20,13 +20,7 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 	if err != nil {
 		return err
 	}
-	f.newestMu.Lock()
-	if parsed.Compare(f.newestWrite) > 0 {
-		f.newestWrite = parsed
-	}
-	f.newestMu.Unlock()
-	f.checkWrite(parsed) // a write below the cache: restored server? (check.go)
-	f.quiet.reads.Sample(f.clock.Now(), parsed)
+	f.prover.RecordWrite(parsed) // the newest known; below the cache, a restore check (internal/prove)
 	if f.metrics != nil {
 		f.visible.Record(&f.trust, f.metrics.ObserveWriteVisible, parsed, time.Now())
 	}
@@ -39,11 +33,9 @@ func (f *FreshInformer) RecordWrite(rv string) error {
 // returned. "" before any.
 func (f *FreshInformer) NewestKnownResourceVersion() string {
 	newest, _ := freshness.ParseRV(f.LastSyncResourceVersion())
-	f.newestMu.Lock()
-	if f.newestWrite.Compare(newest) > 0 {
-		newest = f.newestWrite
+	if w := f.prover.NewestWrite(); w.Compare(newest) > 0 {
+		newest = w
 	}
-	f.newestMu.Unlock()
 	if cur := f.trust.View().Applied; cur.Compare(newest) > 0 {
 		newest = cur
 	}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -58,8 +59,8 @@ func TestARestoresRelistWaitsForItsDeclaration(t *testing.T) {
 	lw.objects = map[string]*corev1.ConfigMap{"a": cm("a", "2")}
 	listsBefore = len(lw.lists)
 	lw.mu.Unlock()
-	s := snapshot{rv: mustRV(t, "3"), floor: mustRV(t, "10"), items: []runtime.Object{cm("a", "2")}, complete: true}
-	if inf.compareSnapshot(s, inf.trust.View().Stamp, true) {
+	s := prove.Snapshot{RV: mustRV(t, "3"), Floor: mustRV(t, "10"), Items: []runtime.Object{cm("a", "2")}, Complete: true}
+	if inf.prover.CompareSnapshot(s, inf.trust.View().Stamp, true) {
 		t.Fatal("a snapshot below the floor proved the cache fresh")
 	}
 	d := <-seen

@@ -181,7 +181,7 @@ func TestRestoreFoundTwiceIsDeclaredOnce(t *testing.T) {
 func restoreAt60(inf *FreshInformer, st trust.Stamp) {
 	rv, _ := freshness.ParseRV("60")
 	inf.applyMu.Lock()
-	inf.beginRestore(reflector.RegressionServerBehind, rv, inf.guard.Floor(), listRegression{}, st)
+	inf.beginRestore(reflector.Regression{Reason: reflector.RegressionServerBehind, ListResourceVersion: rv.String(), Floor: inf.guard.Floor().String()}, st)
 	inf.unlockApply()
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/informertest"
+	"github.com/freshinformer/freshinformer/internal/prove"
 )
 
 // streamMode picks the Reflector's path: a list then a watch, or a
@@ -146,7 +147,7 @@ func (lw *scriptedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 }
 
 func (lw *scriptedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == prove.AuxWatchTimeoutSeconds {
 		return watch.NewFake(), nil // a freshness probe's watch: silent (quiet_test.go scripts them)
 	}
 	lw.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -82,7 +83,7 @@ func (lw *stateLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 }
 
 func (lw *stateLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == probeWatchTimeoutSeconds {
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds == prove.AuxWatchTimeoutSeconds {
 		lw.mu.Lock()
 		lw.auxWatches++
 		closed := lw.noWatchCache
@@ -343,8 +344,8 @@ func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
 	if got := cached(inf, "x"); got != "" {
 		t.Fatalf("x still cached at %q after its deletion", got)
 	}
-	if n, keys := inf.cachedKeys.Load(), len(inf.GetIndexer().ListKeys()); n != int64(keys) {
-		t.Fatalf("cachedKeys %d, indexer %d", n, keys)
+	if n, keys := inf.prover.Keys(), len(inf.GetIndexer().ListKeys()); n != int64(keys) {
+		t.Fatalf("the prover counts %d keys, the indexer holds %d", n, keys)
 	}
 }
 
@@ -392,9 +393,9 @@ func TestSnapshotZoneKeyWithAMalformedEvent(t *testing.T) {
 func TestSnapshotWithADuplicateKeyProvesNothing(t *testing.T) {
 	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "9"))
 	inf, _ := startState(t, lw, WithQuietProbeDelay(-1))
-	s := snapshot{rv: mustRV(t, "12"), items: []runtime.Object{cm("a", "5"), cm("a", "5")}, complete: true}
+	s := prove.Snapshot{RV: mustRV(t, "12"), Items: []runtime.Object{cm("a", "5"), cm("a", "5")}, Complete: true}
 	st := inf.trust.View().Stamp
-	if inf.compareSnapshot(s, st, true) {
+	if inf.prover.CompareSnapshot(s, st, true) {
 		t.Fatal("a snapshot listing a twice (and not b) proved the cache fresh")
 	}
 	if got := inf.LastObservedResourceVersion(); got != "10" {

@@ -32,5 +32,5 @@ func (f *FreshInformer) Staleness() (time.Duration, bool) {
 	if v := f.trust.View(); v.State == trust.Trusted {
 		cover = v.Applied
 	}
-	return f.quiet.reads.Staleness(cover, f.clock.Now())
+	return f.prover.Staleness(cover)
 }

@@ -29,9 +29,8 @@ func TestProofAfterADeclaredRestoreIsVoid(t *testing.T) {
 	st := inf.trust.View().Stamp // the probe's read is sent
 	declareRestore(t, inf)       // a restore check declares a restore meanwhile
 	inf.applyMu.Lock()
-	inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the bookmark proof lands
-	ok, due := inf.trust.Proved(mustRV(t, "150"), st)                       // and a snapshot's
-	inf.settle(due)
+	inf.submit(trust.Proof{From: mustRV(t, "100"), To: mustRV(t, "150"), Stamp: st}) // the bookmark proof lands
+	ok := inf.submit(trust.Proof{To: mustRV(t, "150"), Stamp: st})                   // and a snapshot's
 	inf.unlockApply()
 	if ok || inf.trust.Reached(mustRV(t, "150")) || inf.trust.Reached(mustRV(t, "60")) || inf.LastObservedResourceVersion() != "" {
 		t.Fatalf("a proof from before the restore moved the position to %q (snapshot accepted %v)", inf.LastObservedResourceVersion(), ok)
@@ -52,7 +51,7 @@ func TestProofRacingARestoreNeverReleasesWaits(t *testing.T) {
 			wg.Go(func() { declareRestore(t, inf) })
 			wg.Go(func() {
 				inf.applyMu.Lock()
-				inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st))
+				inf.submit(trust.Proof{From: mustRV(t, "100"), To: mustRV(t, "150"), Stamp: st})
 				inf.unlockApply()
 			})
 			wg.Wait()
@@ -80,9 +79,8 @@ func TestProofSentBeforeABreakIsVoid(t *testing.T) {
 	replace(t, q, "120", cm("a", "100"))
 	drain(t, q, inf, 1)
 	inf.applyMu.Lock()
-	inf.settle(inf.trust.ProvedGap(mustRV(t, "100"), mustRV(t, "150"), st)) // the proof lands
-	ok, due := inf.trust.Proved(mustRV(t, "150"), st)
-	inf.settle(due)
+	inf.submit(trust.Proof{From: mustRV(t, "100"), To: mustRV(t, "150"), Stamp: st}) // the proof lands
+	ok := inf.submit(trust.Proof{To: mustRV(t, "150"), Stamp: st})
 	inf.unlockApply()
 	if ok || inf.trust.Reached(mustRV(t, "121")) || inf.LastObservedResourceVersion() != "120" {
 		t.Fatalf("a proof sent before the break moved the position to %s", inf.LastObservedResourceVersion())

@@ -3,7 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
@@ -31,15 +31,7 @@ import (
 //
 // Errors: the list's error, wrapped, or WaitForFreshness's.
 func (f *FreshInformer) Sync(ctx context.Context) error {
-	var rv freshness.RV
-	var err error
-	st := f.trust.Stamp()
-	if f.snapshotRoute() {
-		rv, _, err = f.snapshotProbe(ctx, st)
-	} else {
-		f.quiet.requests.Add(1)
-		rv, err = f.consistentRV(ctx, st)
-	}
+	rv, err := f.prover.Sync(ctx)
 	if err != nil {
 		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
 	}
@@ -126,11 +118,10 @@ func (f *FreshInformer) LastObservedResourceVersion() string {
 // waitBounded is WaitForFreshness's wait once rv is parsed: the trust's
 // wait, with the informer probing the server while it makes no progress.
 func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) error {
-	if f.trust.Reached(target) || f.probeDelay() < 0 || f.lw == nil {
+	if f.trust.Reached(target) || !f.prover.Join(target) {
 		return f.trust.Wait(ctx, target)
 	}
-	f.quiet.sched.Join(target)
-	defer f.quiet.sched.Leave()
+	defer f.prover.Leave()
 	return f.trust.Wait(ctx, target)
 }
 
@@ -140,26 +131,21 @@ func (f *FreshInformer) waitBounded(ctx context.Context, target freshness.RV) er
 // while waits are (see the package documentation, "When a wait returns").
 func (f *FreshInformer) afterFresh(target freshness.RV, fn func(error)) (stop func() bool) {
 	c := &afterFreshCall{f: f, fn: fn}
-	if !f.trust.Reached(target) && f.probeDelay() >= 0 && f.lw != nil {
-		c.joined = true
-		f.quiet.sched.Join(target)
-	}
+	c.joined = !f.trust.Reached(target) && f.prover.Join(target)
 	var due rvwait.Due
 	c.stopWait, due = f.trust.AfterFunc(target, c.fire)
 	due.Run() // fn, if it is due at once
 	return c.stop
 }
 
-// afterFreshCall is one AfterFreshness callback. Its mutex makes firing
-// and stopping exclusive: exactly one of them wins.
+// afterFreshCall is one AfterFreshness callback. Firing and stopping
+// each end it, and exactly one of them wins (ended).
 type afterFreshCall struct {
 	f        *FreshInformer
 	fn       func(error)
 	joined   bool        // counted in the quiet probe's waiters
 	stopWait func() bool // set before stop is handed out
-
-	mu    sync.Mutex // guards ended; taken before probe.Scheduler.mu (end leaves the probe's waiters)
-	ended bool       // fired or stopped
+	ended    atomic.Bool // fired or stopped
 }
 
 func (c *afterFreshCall) fire(err error) {
@@ -179,14 +165,11 @@ func (c *afterFreshCall) stop() bool {
 // end marks the call over and leaves the quiet probe's waiters; it reports
 // false if it was over already.
 func (c *afterFreshCall) end() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended {
+	if !c.ended.CompareAndSwap(false, true) {
 		return false
 	}
-	c.ended = true
 	if c.joined {
-		c.f.quiet.sched.Leave()
+		c.f.prover.Leave()
 	}
 	return true
 }

@@ -1,8 +1,9 @@
 // Package probe holds an informer's requests off its own stream and the one
 // "one probe in flight" mechanism they run through. The quiet-resource
-// probe and the restore check (package cache) each run through a Runner,
+// probe and the restore check (package prove) each run through a Runner,
 // so that however many callers ask, at most one request series is in
 // flight per informer, and stopping the informer ends it and waits for it.
+// An informer's Scheduler and Runners share one lock (Mu), its prover's.
 // The requests: ServerResourceVersion (a consistent read of the server's
 // resource version) and AuxWatch (a watch whose bookmarks prove that the
 // informer's stream holds no event up to a resource version). A Scheduler
@@ -30,8 +31,12 @@ type Runner struct {
 	// the informer's tracker in between: the calls balance, though the
 	// next series' OnStart may come before the last one's OnIdle.
 	OnStart, OnIdle func()
+	// Mu, if set before Start, is the lock the Runner shares with its
+	// owner (a Scheduler, an informer's prover): one lock for every probe
+	// of an informer. Nil: the Runner's own.
+	Mu *sync.Mutex
 
-	mu      sync.Mutex         // guards the fields below; taken before whatever OnStart takes
+	own     sync.Mutex         // the lock when Mu is nil; it guards the fields below
 	base    context.Context    // from Start; nil before it and after Stop
 	running bool               // a run is in flight
 	idle    chan struct{}      // closed when the series of runs in flight ends
@@ -41,19 +46,34 @@ type Runner struct {
 	wg      sync.WaitGroup
 }
 
+// mu is the Runner's lock: Mu, or its own. It is taken before whatever
+// OnStart takes.
+func (r *Runner) mu() *sync.Mutex {
+	if r.Mu != nil {
+		return r.Mu
+	}
+	return &r.own
+}
+
 // Start lets the Runner run probes, with contexts derived from ctx.
 func (r *Runner) Start(ctx context.Context) {
-	r.mu.Lock()
+	r.mu().Lock()
 	r.base = ctx
-	r.mu.Unlock()
+	r.mu().Unlock()
 }
 
 // Run starts probe and reports true, unless the Runner is not started or a
 // run is in flight; then it reports false, and if again is true the run in
 // flight is followed by one more (requests coalesce: at most one follows).
 func (r *Runner) Run(probe func(context.Context), again bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu().Lock()
+	defer r.mu().Unlock()
+	return r.RunLocked(probe, again)
+}
+
+// RunLocked is Run with the Runner's lock held (by the owner that shares
+// it).
+func (r *Runner) RunLocked(probe func(context.Context), again bool) bool {
 	if r.base == nil {
 		return false
 	}
@@ -71,8 +91,9 @@ func (r *Runner) Run(probe func(context.Context), again bool) bool {
 }
 
 func (r *Runner) loop(probe func(context.Context)) {
+	mu := r.mu()
 	for {
-		r.mu.Lock()
+		mu.Lock()
 		if r.base == nil { // stopped
 			r.endSeries()
 			return
@@ -80,27 +101,27 @@ func (r *Runner) loop(probe func(context.Context)) {
 		ctx, cancel := context.WithCancel(r.base)
 		r.cancel = cancel
 		r.runs++
-		r.mu.Unlock()
+		mu.Unlock()
 
 		probe(ctx)
 		cancel()
 
-		r.mu.Lock()
+		mu.Lock()
 		if !r.again {
 			r.endSeries()
 			return
 		}
 		r.again = false
-		r.mu.Unlock()
+		mu.Unlock()
 	}
 }
 
-// endSeries ends a series of runs: r.mu is held, and released before
+// endSeries ends a series of runs: the lock is held, and released before
 // OnIdle is called.
 func (r *Runner) endSeries() {
 	r.running, r.again, r.cancel = false, false, nil
 	idle := r.idle
-	r.mu.Unlock()
+	r.mu().Unlock()
 	if r.OnIdle != nil {
 		r.OnIdle()
 	}
@@ -109,17 +130,20 @@ func (r *Runner) endSeries() {
 
 // Running reports whether a run is in flight.
 func (r *Runner) Running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu().Lock()
+	defer r.mu().Unlock()
 	return r.running
 }
+
+// RunningLocked is Running with the Runner's lock held.
+func (r *Runner) RunningLocked() bool { return r.running }
 
 // WaitIdle waits until no run is in flight (the one in flight, and the one
 // that was to follow it, have returned) or ctx ends.
 func (r *Runner) WaitIdle(ctx context.Context) {
-	r.mu.Lock()
+	r.mu().Lock()
 	idle, running := r.idle, r.running
-	r.mu.Unlock()
+	r.mu().Unlock()
 	if !running {
 		return
 	}
@@ -131,15 +155,20 @@ func (r *Runner) WaitIdle(ctx context.Context) {
 
 // Runs counts the runs started.
 func (r *Runner) Runs() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu().Lock()
+	defer r.mu().Unlock()
 	return r.runs
 }
 
 // Cancel ends the run in flight, if any, and the one that was to follow.
 func (r *Runner) Cancel() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu().Lock()
+	defer r.mu().Unlock()
+	r.CancelLocked()
+}
+
+// CancelLocked is Cancel with the Runner's lock held.
+func (r *Runner) CancelLocked() {
 	r.again = false
 	if r.cancel != nil {
 		r.cancel()
@@ -147,14 +176,12 @@ func (r *Runner) Cancel() {
 }
 
 // Stop cancels the run in flight, waits for it to return and makes later
-// Run calls do nothing. It must not be called from a probe.
+// Run calls do nothing. It must not be called from a probe, nor with the
+// lock held.
 func (r *Runner) Stop() {
-	r.mu.Lock()
+	r.mu().Lock()
 	r.base = nil
-	r.again = false
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.mu.Unlock()
+	r.CancelLocked()
+	r.mu().Unlock()
 	r.wg.Wait()
 }

@@ -45,14 +45,19 @@ type Scheduler struct {
 	Busy    func() bool
 	Probe   func(ctx context.Context) (behind bool)
 
-	runner Runner // the probe in flight; its lock is taken under mu
+	// Mu, if set before the Scheduler is used, is the lock it shares with
+	// its owner (an informer's prover); nil: its own. Its Runner takes the
+	// same lock.
+	Mu *sync.Mutex
+
+	runner Runner // the probe in flight; it shares the Scheduler's lock
 	probes atomic.Uint64
 	// timers counts the armed timer's callback until it has returned or
 	// the timer is stopped before firing: Stop waits for it, so no
 	// callback outlives the informer.
 	timers sync.WaitGroup
 
-	mu      sync.Mutex   // guards the fields below; taken before whatever the functions above take
+	own     sync.Mutex   // the lock when Mu is nil; it guards the fields below, taken before whatever the functions above take
 	waiters int          // waits in their slow path
 	timer   *time.Timer  // armed while waits are pending and no probe runs
 	armedAt freshness.RV // the applied resource version when armed
@@ -74,19 +79,34 @@ type Scheduler struct {
 }
 
 // Start lets the Scheduler run probes, with contexts derived from ctx.
-func (s *Scheduler) Start(ctx context.Context) { s.runner.Start(ctx) }
+func (s *Scheduler) Start(ctx context.Context) {
+	s.runner.Mu = s.mu()
+	s.runner.Start(ctx)
+}
+
+// mu is the Scheduler's lock, and its Runner's: Mu, or its own.
+func (s *Scheduler) mu() *sync.Mutex {
+	if s.Mu != nil {
+		return s.Mu
+	}
+	return &s.own
+}
 
 // Probes counts the probes started.
 func (s *Scheduler) Probes() uint64 { return s.probes.Load() }
 
 // Running reports whether a probe is in flight.
-func (s *Scheduler) Running() bool { return s.runner.Running() }
+func (s *Scheduler) Running() bool {
+	s.mu().Lock()
+	defer s.mu().Unlock()
+	return s.runner.RunningLocked()
+}
 
 // Idle reports whether nothing is pending: no wait, no timer, no probe.
 func (s *Scheduler) Idle() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.waiters == 0 && s.timer == nil && !s.runner.Running()
+	s.mu().Lock()
+	defer s.mu().Unlock()
+	return s.waiters == 0 && s.timer == nil && !s.runner.RunningLocked()
 }
 
 // Recovered tells the Scheduler the informer applied a list sent at sent,
@@ -98,8 +118,8 @@ func (s *Scheduler) Idle() bool {
 func (s *Scheduler) Recovered(sent time.Time) {
 	now := time.Now()
 	took := min(now.Sub(sent), MaxDelay)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu().Lock()
+	defer s.mu().Unlock()
 	s.slow, s.slowUntil = took, now.Add(took)
 }
 
@@ -117,8 +137,8 @@ func (s *Scheduler) delayLocked() time.Duration {
 // pending ones may be out of the server's reach (a made-up or restored
 // target), this one may well not be.
 func (s *Scheduler) Join(target freshness.RV) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu().Lock()
+	defer s.mu().Unlock()
 	s.waiters++
 	if target.Compare(s.high) > 0 {
 		s.high = target
@@ -140,8 +160,8 @@ func (s *Scheduler) Join(target freshness.RV) {
 // Leave ends a wait Join counted. With none left, the timer is stopped and
 // the probe in flight ends.
 func (s *Scheduler) Leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu().Lock()
+	defer s.mu().Unlock()
 	s.waiters--
 	if s.waiters > 0 {
 		return
@@ -149,17 +169,17 @@ func (s *Scheduler) Leave() {
 	s.idle = 0
 	s.high, s.sentinel = freshness.RV{}, freshness.RV{}
 	s.disarmLocked()
-	s.runner.Cancel()
+	s.runner.CancelLocked()
 }
 
 // Stop ends probing for good and waits for a running probe, and for a
 // timer's callback that fired before it, to return.
 func (s *Scheduler) Stop() {
-	s.mu.Lock()
+	s.mu().Lock()
 	s.stopped = true
 	s.disarmLocked()
-	s.mu.Unlock()
-	s.runner.Stop() // outside s.mu: a run's end takes it
+	s.mu().Unlock()
+	s.runner.Stop() // outside the lock: a run's end takes it
 	s.timers.Wait()
 }
 
@@ -180,8 +200,8 @@ func (s *Scheduler) disarmLocked() {
 // meanwhile (the waits are being met by the stream: check again later).
 func (s *Scheduler) fire() {
 	defer s.timers.Done()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu().Lock()
+	defer s.mu().Unlock()
 	s.timer = nil
 	if s.stopped || s.waiters == 0 || s.probing {
 		return
@@ -191,7 +211,7 @@ func (s *Scheduler) fire() {
 		s.armLocked(s.delayLocked())
 		return
 	}
-	if !s.runner.Run(s.run, false) {
+	if !s.runner.RunLocked(s.run, false) {
 		// Not started yet: the informer's first list will need a probe.
 		s.rearmLocked(false)
 		return
@@ -225,8 +245,8 @@ func (s *Scheduler) run(ctx context.Context) {
 	start := s.Applied()
 	behind := s.Probe(ctx)
 	progressed := s.Applied().Compare(start) > 0
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu().Lock()
+	defer s.mu().Unlock()
 	s.probing = false
 	if s.stopped || s.waiters == 0 {
 		return

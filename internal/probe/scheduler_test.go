@@ -34,11 +34,11 @@ func TestSchedulerStopWaitsForAFiredTimer(t *testing.T) {
 		s := testScheduler(20*time.Millisecond, func(ctx context.Context) bool { <-ctx.Done(); return false })
 		s.Start(context.Background())
 		s.Join(freshness.RV{})
-		s.mu.Lock()
+		s.mu().Lock()
 		stopped := make(chan struct{})
 		go func() { defer close(stopped); s.Stop() }()
 		time.Sleep(30 * time.Millisecond) // Stop waits for the lock, and the timer fires behind it
-		s.mu.Unlock()
+		s.mu().Unlock()
 		<-stopped
 		if fireWaiting() {
 			t.Fatalf("run %d: a timer's callback runs after Stop returned", i)

@@ -470,3 +470,7 @@ func (t *Trust) AfterFunc(target freshness.RV, fn func(error)) (stop func() bool
 	}
 	return stop, due
 }
+
+// Owned returns the state and applied without the lock, for the owner
+// holding its apply lock (they change only under it).
+func (t *Trust) Owned() (State, freshness.RV) { return t.state, t.applied }
