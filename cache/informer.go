@@ -37,26 +37,18 @@ import (
 // It satisfies toolscache.SharedIndexInformer: listers, WaitForCacheSync,
 // event handlers, transforms and indexers work as with client-go's.
 type FreshInformer struct {
-	lw           toolscache.ListerWatcher
-	objectType   runtime.Object
-	description  string
-	name         string
-	resource     schema.GroupResource
-	selector     Selector
-	clock        clock.Clock
-	indexer      toolscache.Indexer
-	trust        trust.Trust // the one place that decides when a wait returns (internal/trust)
-	guard        *guard.Guard
-	processor    *handlers.Processor
-	metrics      InformerMetrics // nil without WithMetrics
-	onRegression func(reflector.Regression)
-	identifier   toolscache.InformerNameAndResource // client-go's informer metrics
+	config    // what the constructor decided; never changes
+	counters  // Stats' own
+	indexer   toolscache.Indexer
+	trust     trust.Trust // the one place that decides when a wait returns (internal/trust)
+	guard     *guard.Guard
+	processor *handlers.Processor
+	metrics   InformerMetrics // nil without WithMetrics
 	// prover proves freshness off the stream (quiet probes, Sync's read)
 	// and checks the server for restores (internal/prove, probes.go).
-	prover      *prove.Prover
-	logger      atomic.Pointer[klog.Logger] // the run's (log)
-	regressions atomic.Uint64               // declared (Stats.Regressions)
-	visible     recorded.Timer              // write-to-visible samples, with metrics
+	prover  *prove.Prover
+	logger  atomic.Pointer[klog.Logger] // the run's (log)
+	visible recorded.Timer              // write-to-visible samples, with metrics
 
 	// applyMu serializes applying deltas (apply.go), proofs and restores
 	// with handler and indexer registration, so a late handler sees a
@@ -73,9 +65,6 @@ type FreshInformer struct {
 	// (awaitDeclarations).
 	declaring chan struct{}
 	written   recorded.Keys // recorded writes not yet applied (lostwrites.go)
-	// staleReads checks reads through GetIndexer against recorded writes;
-	// nil (no cost) unless the detector is on, decided here once.
-	staleReads *detector.Detector
 
 	mu                   sync.Mutex // guards the fields below; taken before applyMu
 	running, stopped     bool
@@ -85,9 +74,31 @@ type FreshInformer struct {
 	resyncCheckPeriod    time.Duration
 	defaultHandlerResync time.Duration
 	synced               chan struct{} // closed once the initial list is applied
+}
 
+// config is a FreshInformer's configuration, as its constructor decided
+// it from Options (options.go); read without a lock, as it never changes.
+type config struct {
+	lw           toolscache.ListerWatcher
+	objectType   runtime.Object
+	description  string
+	name         string
+	resource     schema.GroupResource
+	selector     Selector
+	clock        clock.Clock
+	onRegression func(reflector.Regression)
+	identifier   toolscache.InformerNameAndResource // client-go's informer metrics
+	// initialFloorErr is a malformed Options.InitialFloor, logged at start.
+	initialFloorErr error
+	// staleReads checks reads through GetIndexer against recorded writes;
+	// nil (no cost) unless the detector is on.
+	staleReads *detector.Detector
+}
+
+// counters are the events a FreshInformer counts for Stats.
+type counters struct {
 	outOfOrder, incomparableObjects, bookmarks atomic.Uint64
-	initialFloorErr                            error // a malformed Options.InitialFloor, logged at start
+	regressions                                atomic.Uint64 // declared
 }
 
 var _ toolscache.SharedIndexInformer = &FreshInformer{}
@@ -107,21 +118,25 @@ func NewSharedIndexInformer(lw toolscache.ListerWatcher, exampleObject runtime.O
 // configured by options.
 func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObject runtime.Object, options Options) *FreshInformer {
 	options = options.withDefaults(exampleObject)
+	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f := &FreshInformer{
-		lw:                   lw,
-		resource:             options.Resource,
-		selector:             options.Selector,
-		objectType:           exampleObject,
-		description:          options.ObjectDescription,
-		name:                 options.Name,
-		clock:                options.Clock,
+		config: config{
+			lw:              lw,
+			resource:        options.Resource,
+			selector:        options.Selector,
+			objectType:      exampleObject,
+			description:     options.ObjectDescription,
+			name:            options.Name,
+			clock:           options.Clock,
+			identifier:      options.Identifier,
+			onRegression:    options.OnRegression,
+			initialFloorErr: floorErr,
+		},
 		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
-		identifier:           options.Identifier,
 		processor:            &handlers.Processor{Clock: options.Clock},
 		resyncCheckPeriod:    options.ResyncPeriod,
 		defaultHandlerResync: options.ResyncPeriod,
 		synced:               make(chan struct{}),
-		onRegression:         options.OnRegression,
 	}
 	f.trust.StartGrace = options.internal.startGrace
 	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
@@ -129,8 +144,6 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
 		f.detectStaleReads(options, mode == detector.Halt)
 	}
-	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
-	f.initialFloorErr = floorErr
 	f.guard = guard.New(guard.Options{
 		Trust:                 &f.trust,
 		Owner:                 guardOwner{f},
