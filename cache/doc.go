@@ -262,14 +262,17 @@
 // as with client-go; freshness callbacks (AfterFreshness, write-visible
 // metrics) run with no informer lock held and may call back into it.
 //
-// Locks are taken in this order, never the reverse:
+// A FreshInformer has eight locks, taken in this order, never the reverse:
 //
 //	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
 //	                   applyMu → Guard.mu → trust (its waiter set's lock)
 //	                   applyMu → prove.Prover.mu (a relist after a failure)
 //	prove.Prover.mu (its probe Scheduler's and Runners') → Guard.mu, trust
-//	recorded.Timer.mu → trust, metrics.Provider.mu
-//	WrappedInformer.mu → the wrapped store's lock, its trust (wrap.go)
+//	recorded.Timer.mu → trust
+//
+// Outside them: recorded.Timer.mu is taken before a metrics provider's
+// lock (write-to-visible samples), and a WrappedInformer has a lock of its
+// own, taken before the wrapped store's and its trust's (wrap.go).
 //
 // The trust's lock is a leaf. Nothing calls out while holding a lock:
 // the freshness callbacks a step releases, and the
