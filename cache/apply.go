@@ -146,7 +146,7 @@ func (f *FreshInformer) found(r reflector.Regression, rewritten bool) {
 // the OnRegression callback (whose panic is handled as a handler's). It is
 // the one path by which a regression is made known.
 func (f *FreshInformer) declareRegression(r reflector.Regression) {
-	f.regressions.Add(1)
+	f.counts.regressions.Add(1)
 	kv := []any{"reason", r.Reason, "listResourceVersion", r.ListResourceVersion, "floor", r.Floor}
 	if r.Refused > 0 {
 		kv = append(kv, "refused", r.Refused, "since", r.Since)
@@ -155,10 +155,10 @@ func (f *FreshInformer) declareRegression(r reflector.Regression) {
 		kv = append(kv, "keys", r.Keys, "writesLost", r.WritesLost, "sampleKeys", r.SampleKeys)
 	}
 	f.log().Error(nil, "Declared regression: the cache follows the server back in time (etcd restored from a backup?)", kv...)
-	if f.onRegression != nil {
+	if f.cfg.onRegression != nil {
 		func() {
 			defer utilruntime.HandleCrash()
-			f.onRegression(r)
+			f.cfg.onRegression(r)
 		}()
 	}
 }
@@ -182,7 +182,7 @@ func (f *FreshInformer) apply(d toolscache.Delta, isInInitialList bool) error {
 	switch d.Type {
 	case toolscache.Bookmark:
 		info, _ := d.Object.(toolscache.BookmarkInfo)
-		f.bookmarks.Add(1)
+		f.counts.bookmarks.Add(1)
 		if rv, err := freshness.ParseRV(info.ResourceVersion); err == nil {
 			f.observe(rv)
 		}
@@ -621,14 +621,14 @@ func (f *FreshInformer) olderQuiet(rv, cachedRV string) bool {
 func (f *FreshInformer) older(in freshness.RV, inErr error, cachedRV string) bool {
 	cached, err := freshness.ParseRV(cachedRV)
 	if inErr != nil || err != nil {
-		f.incomparableObjects.Add(1)
+		f.counts.incomparableObjects.Add(1)
 		return false
 	}
 	return in.Compare(cached) < 0
 }
 
 func (f *FreshInformer) reject(what string, obj any, rv, cachedRV string) {
-	f.outOfOrder.Add(1)
+	f.counts.outOfOrder.Add(1)
 	if logger := f.log().V(4); logger.Enabled() {
 		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(asMeta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
 	}

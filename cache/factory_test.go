@@ -135,13 +135,13 @@ func TestFactoryKeepsClientGosInformerName(t *testing.T) {
 		t.Fatalf("InformerName() = %v, want the factory's", f.InformerName())
 	}
 	cms, _ := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
-	id := cms.identifier
+	id := cms.cfg.identifier
 	if id.Name() != "freshinformer-test-factory" || id.GroupVersionResource() != corev1.SchemeGroupVersion.WithResource("configmaps") || !id.Reserved() {
 		t.Fatalf("the informer's identifier: %q %v reserved %v", id.Name(), id.GroupVersionResource(), id.Reserved())
 	}
 	d := NewDynamicSharedInformerFactory(nil, 0, WithInformerName(name))
 	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
-	if w, _ := FreshInformerOf(d.ForResource(widgets).Informer()); w.identifier.GroupVersionResource() != widgets || !w.identifier.Reserved() {
+	if w, _ := FreshInformerOf(d.ForResource(widgets).Informer()); w.cfg.identifier.GroupVersionResource() != widgets || !w.cfg.identifier.Reserved() {
 		t.Fatal("the dynamic factory's informer is not named")
 	}
 	f.Shutdown()

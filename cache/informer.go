@@ -37,8 +37,8 @@ import (
 // It satisfies toolscache.SharedIndexInformer: listers, WaitForCacheSync,
 // event handlers, transforms and indexers work as with client-go's.
 type FreshInformer struct {
-	config    // what the constructor decided; never changes
-	counters  // Stats' own
+	cfg       config   // what the constructor decided; never changes
+	counts    counters // Stats' own
 	indexer   toolscache.Indexer
 	trust     trust.Trust // the one place that decides when a wait returns (internal/trust)
 	guard     *guard.Guard
@@ -120,7 +120,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	options = options.withDefaults(exampleObject)
 	initialFloor, floorErr := parseInitialFloor(options.InitialFloor)
 	f := &FreshInformer{
-		config: config{
+		cfg: config{
 			lw:              lw,
 			resource:        options.Resource,
 			selector:        options.Selector,
@@ -191,10 +191,10 @@ func (f *FreshInformer) log() klog.Logger {
 }
 
 // Name returns the informer's name (WithName), "" if unnamed.
-func (f *FreshInformer) Name() string { return f.name }
+func (f *FreshInformer) Name() string { return f.cfg.name }
 
 // Resource returns the listed resource (WithResource, or guessed).
-func (f *FreshInformer) Resource() schema.GroupResource { return f.resource }
+func (f *FreshInformer) Resource() schema.GroupResource { return f.cfg.resource }
 
 // Stats are a FreshInformer's counters since it was made.
 type Stats struct {
@@ -220,13 +220,13 @@ type Stats struct {
 func (f *FreshInformer) Stats() Stats {
 	s := Stats{
 		Stats:               f.guard.Stats(),
-		OutOfOrderRejected:  f.outOfOrder.Load(),
-		IncomparableObjects: f.incomparableObjects.Load(),
-		Bookmarks:           f.bookmarks.Load(),
+		OutOfOrderRejected:  f.counts.outOfOrder.Load(),
+		IncomparableObjects: f.counts.incomparableObjects.Load(),
+		Bookmarks:           f.counts.bookmarks.Load(),
 		RestoreProbes:       f.prover.Stats().RestoreChecks,
 		PendingWaiters:      f.trust.View().Pending,
 	}
-	s.Regressions = f.regressions.Load()
+	s.Regressions = f.counts.regressions.Load()
 	return s
 }
 
@@ -242,10 +242,10 @@ func (f *FreshInformer) Run(stopCh <-chan struct{}) {
 func (f *FreshInformer) RunWithContext(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
-	if f.name != "" {
-		logger = klog.LoggerWithValues(logger, "informer", f.name)
+	if f.cfg.name != "" {
+		logger = klog.LoggerWithValues(logger, "informer", f.cfg.name)
 	}
-	logger = klog.LoggerWithValues(logger, "resource", f.resource.String())
+	logger = klog.LoggerWithValues(logger, "resource", f.cfg.resource.String())
 	controller, queue := f.begin(ctx, logger)
 	if controller == nil {
 		logger.Info("Warning: FreshInformer has already run; running it again is not allowed")
@@ -297,28 +297,28 @@ func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscac
 	f.trust.Submit(trust.Run{})
 	f.logger.Store(&logger)
 	f.guard.SetLogger(logger)
-	if f.staleReads != nil {
-		f.staleReads.Started(logger) // says, once, that it is on
+	if f.cfg.staleReads != nil {
+		f.cfg.staleReads.Started(logger) // says, once, that it is on
 	}
-	if f.initialFloorErr != nil {
-		logger.Error(f.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
+	if f.cfg.initialFloorErr != nil {
+		logger.Error(f.cfg.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
 	}
 	f.prover.Start(ctx)
 	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
 		Logger:                &logger,
-		Name:                  f.description,
+		Name:                  f.cfg.description,
 		KeyFunction:           toolscache.MetaNamespaceKeyFunc,
 		Transformer:           f.transform,
-		Identifier:            f.identifier,
+		Identifier:            f.cfg.identifier,
 		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
 	})
 	f.controller = toolscache.New(&toolscache.Config{
 		Queue:             queue,
-		ListerWatcher:     f.guard.ListerWatcher(f.lw),
+		ListerWatcher:     f.guard.ListerWatcher(f.cfg.lw),
 		Process:           f.handleDeltas,
 		ProcessBatch:      f.handleBatch,
-		ObjectType:        f.objectType,
-		ObjectDescription: f.description,
+		ObjectType:        f.cfg.objectType,
+		ObjectDescription: f.cfg.description,
 		// Resyncs run on the informer's clock (resyncLoop), not the
 		// Reflector's real one: WithClock drives them as client-go's
 		// informer clock does.
@@ -331,7 +331,7 @@ func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscac
 // handler is due for a resync, and if one is, queues a resync of every
 // cached object (delivered as updates to the handlers that are due).
 func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, period time.Duration) {
-	t := f.clock.NewTimer(period)
+	t := f.cfg.clock.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {

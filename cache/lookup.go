@@ -99,7 +99,7 @@ func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupReso
 		var found []schema.GroupResource
 		for _, inf := range infs {
 			gr := inf.Resource()
-			if reflect.TypeOf(inf.objectType) == reflect.TypeOf(obj) && !gr.Empty() && !slices.Contains(found, gr) {
+			if reflect.TypeOf(inf.cfg.objectType) == reflect.TypeOf(obj) && !gr.Empty() && !slices.Contains(found, gr) {
 				found = append(found, gr)
 			}
 		}

@@ -24,8 +24,8 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	if written.GetName() == "" {
 		return nil // a Status, not the object: nothing to look for in a list
 	}
-	if f.staleReads != nil {
-		f.staleReads.Wrote(written)
+	if f.cfg.staleReads != nil {
+		f.cfg.staleReads.Wrote(written)
 	}
 	rv, _ := freshness.ParseRV(written.GetResourceVersion()) // RecordWrite validated it
 	key := written.GetName()

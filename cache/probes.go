@@ -154,7 +154,7 @@ func (o proverOwner) submit(e trust.Evidence) {
 func (o proverOwner) Floor() freshness.RV { return o.f.guard.Floor() }
 func (o proverOwner) RelistPending() bool { return o.f.guard.RelistPending() }
 func (o proverOwner) RequestRelist()      { o.f.guard.RequestRelist() }
-func (o proverOwner) Bookmarked() bool    { return o.f.bookmarks.Load() > 0 }
+func (o proverOwner) Bookmarked() bool    { return o.f.counts.bookmarks.Load() > 0 }
 func (o proverOwner) Log() klog.Logger    { return o.f.log() }
 
 // cacheView is the cache as a prover's comparison sees it (prove.Cache):

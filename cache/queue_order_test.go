@@ -82,7 +82,7 @@ func pop(q *guard.Queue, inf *FreshInformer) (n int, err error) {
 // Reflector does before it queues the answer (the test queues it).
 func askList(t *testing.T, inf *FreshInformer) {
 	t.Helper()
-	lw := inf.guard.ListerWatcher(inf.lw).(toolscache.ListerWatcherWithContext)
+	lw := inf.guard.ListerWatcher(inf.cfg.lw).(toolscache.ListerWatcherWithContext)
 	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // Selector returns what the informer lists (WithSelector; the factories
 // set it): its scope, which tells two informers of one resource apart in
 // metrics and routes read-your-writes.
-func (f *FreshInformer) Selector() Selector { return f.selector }
+func (f *FreshInformer) Selector() Selector { return f.cfg.selector }
 
 // LabelSelector returns the label selector as the API takes it, "" for
 // everything.
@@ -62,11 +62,11 @@ func (s Selector) String() string {
 // fields other than metadata.name and metadata.namespace cannot be checked
 // here and admits everything.
 func (f *FreshInformer) Admits(obj metav1.Object) error {
-	why := f.selector.excludes(obj.GetNamespace(), obj.GetName(), obj.GetLabels())
+	why := f.cfg.selector.excludes(obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 	if why == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, resources.Key(obj.GetNamespace(), obj.GetName()), resources.String(f.resource), why)
+	return fmt.Errorf("%w: %s is outside the %s informer's %s", ErrNotWatched, resources.Key(obj.GetNamespace(), obj.GetName()), resources.String(f.cfg.resource), why)
 }
 
 // Matches reports whether an object with this namespace, name and labels

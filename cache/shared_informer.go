@@ -44,7 +44,7 @@ func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEv
 		f.resyncCheckPeriod = resync
 		f.processor.ResyncCheckPeriodChanged(logger, resync)
 	}
-	l := handlers.NewListener(logger, handler, resync, handlers.EffectiveResync(logger, resync, f.resyncCheckPeriod), f.clock.Now())
+	l := handlers.NewListener(logger, handler, resync, handlers.EffectiveResync(logger, resync, f.resyncCheckPeriod), f.cfg.clock.Now())
 	if !f.running {
 		f.processor.AddListener(l)
 		return l, nil
@@ -85,8 +85,8 @@ func (f *FreshInformer) GetStore() toolscache.Store { return f.GetIndexer() }
 // client-go's store reports otherwise. With the stale-read detector on
 // (WithStaleReadDetection), its reads are checked.
 func (f *FreshInformer) GetIndexer() toolscache.Indexer {
-	if f.staleReads != nil {
-		return f.staleReads.View(indexerView{f.indexer, f})
+	if f.cfg.staleReads != nil {
+		return f.cfg.staleReads.View(indexerView{f.indexer, f})
 	}
 	return indexerView{f.indexer, f}
 }
@@ -148,7 +148,7 @@ func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker { return synce
 
 type syncedChecker struct{ f *FreshInformer }
 
-func (c syncedChecker) Name() string { return c.f.description }
+func (c syncedChecker) Name() string { return c.f.cfg.description }
 
 func (c syncedChecker) Done() <-chan struct{} { return c.f.synced }
 

@@ -14,16 +14,16 @@ import (
 // the history writes are judged against, resets it. The counts are the
 // informer's own, gone with it (StaleReads, and its metrics).
 func (f *FreshInformer) detectStaleReads(o Options, halt bool) {
-	f.staleReads = detector.New(detector.Config{Resource: f.resource, Informer: f.name, Scope: f.selector.String(), Indexer: f.indexer,
+	f.cfg.staleReads = detector.New(detector.Config{Resource: f.cfg.resource, Informer: f.cfg.name, Scope: f.cfg.selector.String(), Indexer: f.indexer,
 		Applied: func() freshness.RV { return f.trust.View().Applied },
 		AfterApplied: func(rv freshness.RV, fn func(error)) {
 			_, due := f.trust.AfterFunc(rv, fn)
 			due.Run()
 		},
 		InScope: f.certainlyAdmits, OnReport: o.OnStaleRead, LogReports: o.LogStaleReads, Halt: halt})
-	user := f.onRegression
-	f.onRegression = func(r reflector.Regression) {
-		f.staleReads.Reset()
+	user := f.cfg.onRegression
+	f.cfg.onRegression = func(r reflector.Regression) {
+		f.cfg.staleReads.Reset()
 		if user != nil {
 			user(r)
 		}
@@ -36,10 +36,10 @@ func (f *FreshInformer) detectStaleReads(o Options, halt bool) {
 // count is the informer's own: a metrics.Provider exports it as
 // freshinformer_stale_reads_total with the informer's labels.
 func (f *FreshInformer) StaleReads() (found uint64, on bool) {
-	if f.staleReads == nil {
+	if f.cfg.staleReads == nil {
 		return 0, false
 	}
-	return f.staleReads.Reported(), true
+	return f.cfg.staleReads.Reported(), true
 }
 
 // certainlyAdmits reports whether the informer's scope holds obj for sure:
@@ -49,8 +49,8 @@ func (f *FreshInformer) certainlyAdmits(obj metav1.Object) bool {
 	if f.Admits(obj) != nil {
 		return false
 	}
-	if f.selector.Fields != nil {
-		for _, r := range f.selector.Fields.Requirements() {
+	if f.cfg.selector.Fields != nil {
+		for _, r := range f.cfg.selector.Fields.Requirements() {
 			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
 				return false
 			}

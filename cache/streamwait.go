@@ -92,17 +92,17 @@ func (f *FreshInformer) AdmitsNamespace() bool {
 // it sparingly. Only an informer without a field selector of its own
 // (AdmitsNamespace) can be asked: others fail.
 func (f *FreshInformer) ServerResourceVersionOf(ctx context.Context, namespace, name string) (rv string, found bool, err error) {
-	if f.lw == nil {
+	if f.cfg.lw == nil {
 		return "", false, errors.New("freshinformer: informer has no ListerWatcher")
 	}
 	if s := f.Selector(); s.Fields != nil && !s.Fields.Empty() {
-		return "", false, fmt.Errorf("freshinformer: informer of %s has a field selector of its own (%s)", f.resource, s.Fields)
+		return "", false, fmt.Errorf("freshinformer: informer of %s has a field selector of its own (%s)", f.cfg.resource, s.Fields)
 	}
 	sel := fields.OneTermEqualSelector("metadata.name", name)
 	if namespace != "" {
 		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector("metadata.namespace", namespace))
 	}
-	obj, err := toolscache.ToListerWatcherWithContext(f.lw).ListWithContext(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	obj, err := toolscache.ToListerWatcherWithContext(f.cfg.lw).ListWithContext(ctx, metav1.ListOptions{FieldSelector: sel.String()})
 	if err != nil {
 		return "", false, err
 	}

@@ -33,7 +33,7 @@ import (
 func (f *FreshInformer) Sync(ctx context.Context) error {
 	rv, err := f.prover.Sync(ctx)
 	if err != nil {
-		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.resource, err)
+		return fmt.Errorf("freshinformer: reading the current resource version of %s: %w", f.cfg.resource, err)
 	}
 	return f.WaitForFreshness(ctx, rv.String())
 }
