@@ -111,13 +111,6 @@ func (f *FreshInformer) declareFound() {
 	f.submit(trust.Regression{Step: trust.Declared, N: len(declare)})
 }
 
-// state and applied read the trust state back (trust.Trust.Owned), for
-// the off-stream provers (snapshot.go, lostwrites.go) until they move out
-// and submit evidence only; nothing in apply.go decides by them. applyMu
-// is held.
-func (f *FreshInformer) state() trust.State    { s, _ := f.trust.Owned(); return s }
-func (f *FreshInformer) applied() freshness.RV { _, a := f.trust.Owned(); return a }
-
 // settle keeps what a trust update released, for unlockApply. applyMu is
 // held.
 func (f *FreshInformer) settle(due rvwait.Due) {

@@ -34,8 +34,8 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 	}
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	applied := f.applied()
-	if f.state() != trust.Trusted || rv.Compare(applied) <= 0 {
+	state, applied := f.trust.Owned() // applyMu held: they change only under it
+	if state != trust.Trusted || rv.Compare(applied) <= 0 {
 		return nil // applied already: a later list that moves it back is KeysWentBack
 	}
 	f.written.Add(key, rv, applied)
