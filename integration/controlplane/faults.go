@@ -79,25 +79,9 @@ func (c *ControlPlane) SnapshotEtcd(ctx context.Context) (Snapshot, error) {
 	c.mu.Unlock()
 	snap := Snapshot{Path: path}
 	err := c.withEtcd(ctx, "snapshot", func(ctx context.Context, cli *clientv3.Client) error {
-		st, err := cli.Get(ctx, "/freshinformer-revision-probe", clientv3.WithCountOnly())
-		if err != nil {
-			return err
-		}
-		snap.Revision = st.Header.Revision
-		rc, err := cli.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, rc); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
+		rev, err := saveSnapshot(ctx, cli, path)
+		snap.Revision = rev
+		return err
 	})
 	return snap, err
 }
@@ -270,4 +254,27 @@ func (r *Replica) stop() error {
 		return &Error{Component: r.name, Op: "stop", Err: err, Output: r.out.String()}
 	}
 	return nil
+}
+
+// saveSnapshot writes the snapshot of the etcd cli reaches to path and
+// returns the cluster's revision just before it was taken.
+func saveSnapshot(ctx context.Context, cli *clientv3.Client, path string) (int64, error) {
+	st, err := cli.Get(ctx, "/freshinformer-revision-probe", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	return st.Header.Revision, f.Close()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,25 +24,9 @@ func (h *HAControlPlane) SnapshotEtcd(ctx context.Context) (Snapshot, error) {
 	h.mu.Unlock()
 	snap := Snapshot{Path: path}
 	err := h.withEtcdMembers(ctx, "snapshot", func(ctx context.Context, cli *clientv3.Client) error {
-		st, err := cli.Get(ctx, "/freshinformer-revision-probe", clientv3.WithCountOnly())
-		if err != nil {
-			return err
-		}
-		snap.Revision = st.Header.Revision
-		rc, err := cli.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, rc); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
+		rev, err := saveSnapshot(ctx, cli, path)
+		snap.Revision = rev
+		return err
 	})
 	return snap, err
 }
