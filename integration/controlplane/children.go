@@ -27,10 +27,21 @@ func newChildren() *children {
 	return &children{dir: os.Getenv(EnvPIDDir), pids: map[string]int{}}
 }
 
-// record finds the child process running binary (one not already recorded
-// under another component: replicas run the same binary) and records it:
-// always in memory (for pid), and in the PID directory when there is one.
-func (c *children) record(component, binary string) {
+// running returns the children running binary now, to pass to record
+// after starting one more.
+func (c *children) running(binary string) map[int]bool {
+	before := map[int]bool{}
+	for _, pid := range childrenRunning(binary) {
+		before[pid] = true
+	}
+	return before
+}
+
+// record finds the child process running binary that was not running
+// before its start (before, from running), nor is recorded under another
+// component (replicas run the same binary), and records it: always in
+// memory (for pid), and in the PID directory when there is one.
+func (c *children) record(component, binary string, before map[int]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	known := make(map[int]bool, len(c.pids))
@@ -39,7 +50,7 @@ func (c *children) record(component, binary string) {
 			known[pid] = true
 		}
 	}
-	pid := findChild(binary, known)
+	pid := startedChild(childrenRunning(binary), before, known)
 	if pid <= 0 {
 		return
 	}
@@ -47,6 +58,21 @@ func (c *children) record(component, binary string) {
 	if c.dir != "" {
 		_ = os.WriteFile(filepath.Join(c.dir, strconv.Itoa(pid)), []byte(binary+"\n"), 0o600)
 	}
+}
+
+// startedChild picks, among the children running now, the one started
+// since before and not known. Not the highest PID: PIDs wrap around, and
+// the highest may be a process another control plane of this binary
+// started earlier. With several candidates (starts racing) the highest
+// PID is a guess; 0 if there is none.
+func startedChild(now []int, before, known map[int]bool) int {
+	best := 0
+	for _, pid := range now {
+		if !before[pid] && !known[pid] && pid > best {
+			best = pid
+		}
+	}
+	return best
 }
 
 // recordPID records a process this package started itself (the HA plane

@@ -7,23 +7,23 @@ import (
 	"strconv"
 )
 
-// findChild returns the PID of a live child of this process whose
-// executable is binary and that is not in skip (newest wins), or 0. envtest
-// does not expose the *exec.Cmd, so /proc is the way to learn the PID.
-func findChild(binary string, skip map[int]bool) int {
+// childrenRunning returns the PIDs of this process's live children whose
+// executable is binary. envtest does not expose the *exec.Cmd, so /proc is
+// the way to learn them.
+func childrenRunning(binary string) []int {
 	want, err := filepath.EvalSymlinks(binary)
 	if err != nil {
-		return 0
+		return nil
 	}
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
-	best := 0
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || skip[pid] {
+		if err != nil {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
@@ -42,9 +42,9 @@ func findChild(binary string, skip map[int]bool) int {
 		if ppid, _ := strconv.Atoi(string(f[1])); ppid != self {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == want && pid > best {
-			best = pid
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == want {
+			out = append(out, pid)
 		}
 	}
-	return best
+	return out
 }

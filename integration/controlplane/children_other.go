@@ -2,6 +2,6 @@
 
 package controlplane
 
-// findChild is only implemented on Linux; elsewhere nothing is recorded and
-// Stop is the only cleanup.
-func findChild(string, map[int]bool) int { return 0 }
+// childrenRunning is only implemented on Linux; elsewhere nothing is
+// recorded and Stop is the only cleanup.
+func childrenRunning(string) []int { return nil }

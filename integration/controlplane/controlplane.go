@@ -222,18 +222,20 @@ func startOnce(ctx context.Context, opts Options, binDir string) (_ *ControlPlan
 
 	c.cp = &envtest.ControlPlane{Etcd: etcd, APIServer: api}
 
+	before := c.children.running(etcd.Path)
 	if err := etcd.Start(); err != nil {
 		return nil, &Error{Component: ComponentEtcd, Op: "start", Err: err, Output: c.etcdOut.String()}
 	}
-	c.children.record(ComponentEtcd, etcd.Path)
+	c.children.record(ComponentEtcd, etcd.Path, before)
 
 	// The envtest ControlPlane.Start would also start etcd; we start the
 	// apiserver ourselves to keep the two errors apart.
 	api.EtcdURL = etcd.URL
+	before = c.children.running(api.Path)
 	if err := api.Start(); err != nil {
 		return nil, &Error{Component: ComponentAPIServer, Op: "start", Err: err, Output: c.apiOut.String()}
 	}
-	c.children.record(ComponentAPIServer, api.Path)
+	c.children.record(ComponentAPIServer, api.Path, before)
 	c.apiUp = true
 
 	user, err := c.cp.AddUser(envtest.User{Name: "freshinformer-admin", Groups: []string{"system:masters"}},
@@ -417,12 +419,13 @@ func (c *ControlPlane) StartAPIServer(ctx context.Context) error {
 func (c *ControlPlane) startAPIServerLocked(ctx context.Context, op string) error {
 	api := c.cp.APIServer
 	api.StartTimeout = processBudget(ctx)
+	before := c.children.running(api.Path)
 	if err := api.Start(); err != nil {
 		// envtest leaves a process that failed its health check running.
 		_ = api.Stop()
 		return &Error{Component: ComponentAPIServer, Op: op, Err: err, Output: c.apiOut.String()}
 	}
-	c.children.record(ComponentAPIServer, api.Path)
+	c.children.record(ComponentAPIServer, api.Path, before)
 	c.apiUp = true
 	return c.waitReady(ctx)
 }

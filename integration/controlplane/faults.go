@@ -152,11 +152,12 @@ func (c *ControlPlane) RestoreEtcd(ctx context.Context, snap Snapshot, opts Rest
 
 	etcd.DataDir = dataDir
 	etcd.StartTimeout = processBudget(ctx)
+	before := c.children.running(etcd.Path)
 	if err := etcd.Start(); err != nil {
 		_ = etcd.Stop()
 		return &Error{Component: ComponentEtcd, Op: "start after restore", Err: err, Output: c.etcdOut.String()}
 	}
-	c.children.record(ComponentEtcd, etcd.Path)
+	c.children.record(ComponentEtcd, etcd.Path, before)
 
 	return c.startAPIServerLocked(ctx, "start after restore")
 }
@@ -209,11 +210,12 @@ func (c *ControlPlane) StartAPIServerReplica(ctx context.Context) (*Replica, err
 		Err:          c.writer(r.out),
 	}
 	configureAPIServer(r.api.Configure(), c.opts)
+	before := c.children.running(r.api.Path)
 	if err := r.api.Start(); err != nil {
 		_ = r.api.Stop()
 		return nil, &Error{Component: name, Op: "start", Err: err, Output: r.out.String()}
 	}
-	c.children.record(name, r.api.Path)
+	c.children.record(name, r.api.Path, before)
 	c.replicas = append(c.replicas, r)
 	cfg, err := r.api.SecureServing.AddUser(envtest.User{Name: "freshinformer-admin", Groups: []string{"system:masters"}},
 		&rest.Config{QPS: 1000, Burst: 2000})
