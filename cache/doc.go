@@ -82,14 +82,12 @@
 //	Proof       the probes: a snapshot matched, or    applied moves to its end (a gap's
 //	            a bookmark proved a gap               once applied reaches its start)
 //	Read        the probes, Sync, restore checks:     answered: an outage before it
-//	            a consistent read; the Guard: a       ends; behind waits: they fail
-//	            watch resumed after a stream ended
+//	            a consistent read                     ends; behind waits: they fail
 //	                                                  TooLarge; restored: restoring
 //	Regression  found and declared (apply.go), or     held until declared; proofs in
 //	            admitted below the floor (Guard)      flight void
 //	Failure     the Guard: a request failed, a        outage: held until a list or read
-//	            stream broke early                    requested after it answers (or,
-//	                                                  if none failed, the resumed watch)
+//	            stream broke early                    requested after it answers
 //	Check       a restore check begins, ends          held while one is in flight
 //	Run         Run begins (or Start is about to),    the start grace ends; stopped
 //	            Run returns
@@ -134,19 +132,14 @@
 // at least rv, and nothing puts applied in doubt:
 //
 //   - an outage: a list or watch request failed, or the server ended a
-//     watch well before its timeout, and no list requested after it has
-//     been applied, nor a restore check sent after it answered, nor (for a
-//     stream that only ended) a watch resumed from it taken by the server.
-//     An apiserver shutting down ends its streams; behind a load balancer
-//     another replica takes the resumed watch, which goes on with the same
-//     history, as client-go's Reflector assumes. A failed request is
-//     different: the server was down, and may come back from a restored
-//     etcd (the restore procedure stops every apiserver). The stream that
-//     resumes after one relists first (on the watch path, without the
-//     Reflector's backoff), or, for an informer larger than the restore
-//     check's snapshot, runs the check. An informer whose objects take
-//     128 KiB or more relists after a failure with a list, not a
-//     watch-list, which a server just back streams slowly (options.go,
+//     watch well before its timeout (an apiserver shutting down ends its
+//     streams, and may come back from a restored etcd), and no list
+//     requested after it has been applied, nor a restore check sent after
+//     it answered. The stream that resumes relists first (on the watch
+//     path, without the Reflector's backoff), or, for an informer larger
+//     than the restore check's snapshot, runs the check. An informer whose
+//     objects take 128 KiB or more relists after a failure with a list,
+//     not a watch-list, which a server just back streams slowly (options.go,
 //     listCompressedBytes);
 //   - a restore check in flight: a recorded write below applied that the
 //     stream never delivered (RecordWrite) may come from a server

@@ -209,8 +209,8 @@ type Stats struct {
 	Bookmarks uint64
 	// RestoreProbes counts the restore checks: consistent reads that
 	// verify a recorded write below the cache's resource version (see
-	// RecordWrite), or a server a request failed on before the watch of
-	// a large informer resumes.
+	// RecordWrite), or a server whose stream broke before the watch of a
+	// large informer resumes.
 	RestoreProbes uint64
 	// PendingWaiters is how many callers are blocked in WaitForFreshness.
 	PendingWaiters int

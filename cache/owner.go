@@ -9,11 +9,11 @@ import (
 
 // guardOwner is what the informer is to its Guard (guard.Owner): the
 // Guard submits its evidence to the informer's trust state itself
-// (guard.Options.Trust), and asks the informer only how the stream
-// resumes after a failed request.
+// (guard.Options.Trust), and asks the informer only how a broken stream
+// resumes.
 type guardOwner struct{ f *FreshInformer }
 
-// Resuming decides how the stream resumes after a failed request: the informer's
+// Resuming decides how the stream resumes after it broke: the informer's
 // prover relists a small informer and runs the restore check for a large
 // one (prove.Prover.Resuming). The Reflector waits for either.
 func (o guardOwner) Resuming(ctx context.Context) (relist bool) { return o.f.prover.Resuming(ctx) }

@@ -31,7 +31,6 @@ type stateLW struct {
 	lists      []metav1.ListOptions
 	auxWatches int
 	watchers   chan *watch.RaceFreeFakeWatcher
-	failWatch  error // the next watch request's error, once
 	// noWatchCache: auxiliary watches end at once without a bookmark, as
 	// on a resource the apiserver serves without a watch cache.
 	noWatchCache bool
@@ -94,13 +93,6 @@ func (lw *stateLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 			w.Stop()
 		}
 		return w, nil
-	}
-	lw.mu.Lock()
-	err := lw.failWatch
-	lw.failWatch = nil
-	lw.mu.Unlock()
-	if err != nil {
-		return nil, err
 	}
 	w := watch.NewRaceFreeFake()
 	lw.watchers <- w

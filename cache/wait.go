@@ -80,8 +80,7 @@ func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() b
 // read sent after the wait began shows the server has not reached rv
 // (another cluster's resource version, a made-up one, or a write a restore
 // lost), freshness.ErrStopped, or ctx.Err(). While the informer cannot
-// vouch for its cache (a request failed and it has not listed since, its
-// stream ended early and no watch has resumed it yet, a
+// vouch for its cache (its stream broke and it has not listed since, a
 // restore check is in flight, a regression is being declared), no wait
 // returns nil; the package documentation, "When a wait returns", says
 // exactly when one does.

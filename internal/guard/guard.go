@@ -7,8 +7,7 @@
 // failed request or broken stream, a list admitted below the floor), and
 // takes from the trust state the floor (with the proofs it holds), whether
 // a declared restore waits for its relist, and what a request is stamped
-// with. Its Owner decides one thing: how the stream resumes after a
-// failed request.
+// with. Its Owner decides one thing: how a broken stream resumes.
 package guard
 
 import (
@@ -34,12 +33,10 @@ type Stamp = trust.Stamp
 // Owner is the informer a Guard reports to. It is called with no Guard
 // lock held.
 type Owner interface {
-	// Resuming is told that the Reflector resumes its watch after a
-	// request failed, with no list requested since; it reports whether
-	// the Guard relists first (on the watch path, without the Reflector's
-	// backoff) or may resume the stream (the Owner checked the server).
-	// After a stream that only ended early, the Guard resumes it without
-	// asking, and the server taking the watch ends the outage.
+	// Resuming is told that the Reflector resumes its watch after Broken,
+	// with no list requested since; it reports whether the Guard relists
+	// first (on the watch path, without the Reflector's backoff) or may
+	// resume the stream (the Owner checked the server).
 	Resuming(ctx context.Context) (relist bool)
 }
 

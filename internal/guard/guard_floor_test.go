@@ -69,7 +69,6 @@ type scriptWL struct {
 	lists    []metav1.ListOptions
 	watches  []metav1.ListOptions
 	listRV   string // what lists answer
-	failNext error  // the next watch request's error, once
 }
 
 func (s *scriptWL) List(o metav1.ListOptions) (runtime.Object, error) {
@@ -83,10 +82,6 @@ func (s *scriptWL) last() *watch.RaceFreeFakeWatcher { return s.watchers[len(s.w
 
 func (s *scriptWL) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	s.watches = append(s.watches, o)
-	if err := s.failNext; err != nil {
-		s.failNext = nil
-		return nil, err
-	}
 	w := watch.NewRaceFreeFake()
 	s.watchers = append(s.watchers, w)
 	return w, nil

@@ -157,23 +157,15 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		return nil, errListInstead
 	}
 	g.watches.Add(1)
-	var resumed *trust.Stamp
 	if watchList {
 		g.startRV(&options, true)
-	} else if st, err := lw.resume(ctx, &options); err != nil {
+	} else if err := lw.resume(ctx, &options); err != nil {
 		return nil, err
-	} else {
-		resumed = st
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
 	if err != nil {
 		g.requestFailed(ctx, err)
 		return nil, err
-	}
-	if resumed != nil {
-		// The server took the stream back from where it ended: it goes on.
-		due, _ := g.opts.Trust.Submit(trust.Read{Shows: trust.ReadAnswered, Stamp: *resumed})
-		due.Run()
 	}
 	g.mu.Lock()
 	for g.forceRelist && !watchList {
@@ -197,30 +189,21 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 
 // resume rewrites a plain watch request that resumes the Reflector's
 // stream: from where a relist on the watch path left it, raised to the
-// floor. After a failed request, when the Owner says so (Resuming), or
-// when a relist was asked for, it relists first, here, without the
-// backoff of client-go's own relist (the Reflector would resume the old
-// stream). After a stream that only ended early (no request failed since:
-// an apiserver shutting down ends its streams, and behind a load balancer
-// another replica takes the resumed watch), it returns the stamp the
-// resumed watch is sent with: the server taking it ends the outage.
-func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.ListOptions) (resumed *trust.Stamp, err error) {
+// floor; and, when the stream broke and the Owner says so (Resuming), or
+// a relist was asked for, it relists first, here, without the backoff of
+// client-go's own relist (the Reflector would resume the old stream).
+func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.ListOptions) error {
 	g := lw.guard
 	g.mu.Lock()
-	broken, failed := g.broken, g.failed
+	broken := g.broken
 	g.mu.Unlock()
-	relist := failed && g.opts.Owner.Resuming(ctx)
+	relist := broken && g.opts.Owner.Resuming(ctx)
 	g.mu.Lock()
-	// A request failed (the server may be down, and come back from a
-	// restored etcd): a consistent read tells at once whether the one
-	// reached now lost history, where one raised to the floor would wait
-	// for it.
+	// The stream broke (a server shutting down ends its streams): a
+	// consistent read tells at once whether the one reached now lost
+	// history, where one raised to the floor would wait for it.
 	g.failed = g.failed || relist
 	relist = relist || g.forceRelist
-	if broken && !failed && !relist {
-		st := g.opts.Trust.Stamp()
-		resumed = &st
-	}
 	if g.resumeAt != "" {
 		options.ResourceVersion = g.resumeAt
 	}
@@ -228,9 +211,9 @@ func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.List
 	options.ResourceVersion = g.raise(options.ResourceVersion, floor)
 	g.mu.Unlock()
 	if relist {
-		return nil, lw.relist(ctx, options)
+		return lw.relist(ctx, options)
 	}
-	return resumed, nil
+	return nil
 }
 
 // openedLocked records w, opened with options, as the stream the

@@ -46,9 +46,9 @@ func (p *Prover) runCheck(ctx context.Context) {
 	}
 }
 
-// Resuming decides how the stream resumes after a failed request: the
-// server was down, and may have restarted from a restored etcd, whose
-// history the resumed watch would not show. An
+// Resuming decides how the stream resumes after it broke (a failed
+// request, a stream ended early): the server may have restarted from a
+// restored etcd, whose history the resumed watch would not show. An
 // informer of up to the restore check's size relists (client-go's
 // Reflector does too after an apiserver restart: the restarted watch
 // cache has no history to resume from); a larger one runs the restore

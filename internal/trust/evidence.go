@@ -15,14 +15,13 @@ import "github.com/freshinformer/freshinformer/freshness"
 //	                                                   plain; ends an outage before it
 //	Proof       a snapshot's or a bookmark's proof     applied moves to its end (a gap's:
 //	            (apply lock held)                      once applied reaches its start)
-//	Read        a consistent read answered (the        answered: ends an outage before it;
-//	            server's RV), or a resumed watch taken behind waits: fails them TooLarge;
+//	Read        a consistent read answered: the        answered: ends an outage before it;
+//	            server's RV                            behind waits: fails them TooLarge;
 //	                                                   restored: restoring (apply lock held)
 //	Regression  found, declared, or admitted by the    found: held until declared; a new
 //	            Guard below the floor                  epoch voids proofs in flight
-//	Failure     a request failed or a stream broke     outage: held until a list, a read
-//	                                                   or a resumed watch requested after
-//	                                                   it answers
+//	Failure     a request failed or a stream broke     outage: held until a list or a
+//	                                                   read requested after it answers
 //	Check       a restore check begun or ended         held while one is in flight
 //	Run         Run begun (or about to) or returned    waits wait for the start; stopped
 //
@@ -141,10 +140,8 @@ func (e Proof) apply(t *Trust) bool {
 type ReadShows uint8
 
 const (
-	// ReadAnswered: the server answered a restore check, or took a watch
-	// resumed from where a stream it ended early stopped, no request
-	// having failed since (the stream goes on); an outage that began
-	// before the request was sent ends.
+	// ReadAnswered: the server answered a restore check; an outage that
+	// began before the read was requested ends.
 	ReadAnswered ReadShows = iota
 	// ReadBehindWaits: the server was at Server when the waits' joins were
 	// Seq: waits that joined by then for targets above it fail with
@@ -232,10 +229,8 @@ func (e Regression) apply(t *Trust) bool {
 
 // Failure is a failed request or a broken stream: the server may be
 // restarting, and may come back from a restored etcd. No wait returns nil
-// until a list, restore check or resumed watch requested after it answers
-// (an outage; not in plain mode, where no wait returns nil anyway; the
-// Guard resumes a watch without a list only after a stream that ended,
-// when no request failed). Taken: always.
+// until a list or restore check requested after it answers (an outage;
+// not in plain mode, where no wait returns nil anyway). Taken: always.
 type Failure struct{}
 
 func (Failure) apply(t *Trust) bool {
