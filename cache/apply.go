@@ -583,7 +583,7 @@ func (f *FreshInformer) markIncomparable(err error, list bool) {
 		e = trust.List{Unordered: err}
 	}
 	if f.submit(e) {
-		logIncomparable(f.log(), err) // scope.go
+		trust.LogPlain(f.log(), err)
 		f.recent.Reset()
 	}
 }

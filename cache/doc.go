@@ -279,7 +279,7 @@
 //
 // Outside them: recorded.Timer.mu is taken before a metrics provider's
 // lock (write-to-visible samples), and a WrappedInformer has a lock of its
-// own, taken before the wrapped store's and its trust's (wrap.go).
+// own, taken before the wrapped store's and its trust's (internal/wrapped).
 //
 // The trust's lock is a leaf. Nothing calls out while holding a lock:
 // the freshness callbacks a step releases, and the

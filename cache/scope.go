@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -9,9 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/klog/v2"
 
-	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
@@ -101,17 +98,4 @@ func (s Selector) excludes(namespace, name string, objLabels map[string]string) 
 		}
 	}
 	return ""
-}
-
-// logIncomparable logs the switch to plain mode. Objects without any
-// resource version come from client-go's fake clientsets, not from a
-// server: that is expected in unit tests, so it is logged at V(2), not as
-// an error (package freshtest makes the fakes stamp resource versions).
-func logIncomparable(logger klog.Logger, err error) {
-	var ie *freshness.IncomparableError
-	if errors.As(err, &ie) && ie.ResourceVersion == "" {
-		logger.V(2).Info("Objects carry no resource version (a fake clientset?); working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
-		return
-	}
-	logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
 }
