@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/freshinformer/freshinformer/internal/factory"
 	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
@@ -131,7 +132,7 @@ func FreshInformerOf(inf toolscache.SharedInformer) (*FreshInformer, bool) {
 
 // ErrNotFreshInformer is matched by WaitForFreshness's error for an
 // informer that cannot wait for freshness.
-var ErrNotFreshInformer = errors.New("the informer is not freshness-aware")
+var ErrNotFreshInformer = factory.ErrNotFreshInformer
 
 // WaitForFreshness waits until inf has applied rv: inf may be a
 // FreshInformer, a WrappedInformer, or a typed view of a FreshInformer as
