@@ -241,7 +241,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	newRVs := resourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
 	f.unstamped(newRVs, newErr)
-	if f.zoneEvent(handlers.Update, obj, newRV, newErr) {
+	if f.zone.Event(handlers.Update, obj, newRV, newErr) {
 		return nil
 	}
 	if !exists {
@@ -258,7 +258,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 			return err
 		}
 		f.prover.KeysChanged(1)
-		ghost, wasGhost := f.unghost(obj) // before observeEvent may end the zone
+		ghost, wasGhost := f.zone.Unghost(obj) // before observeEvent may end the zone
 		if newErr == nil {
 			f.observeEvent(newRV)
 		}
@@ -305,7 +305,7 @@ func (f *FreshInformer) delete(obj any) error {
 	delRV, delErr := freshness.ParseRV(delRVs)
 	if !isTombstone {
 		f.unstamped(delRVs, delErr)
-		if f.zoneEvent(handlers.Delete, obj, delRV, delErr) {
+		if f.zone.Event(handlers.Delete, obj, delRV, delErr) {
 			return nil
 		}
 	}
@@ -314,7 +314,7 @@ func (f *FreshInformer) delete(obj any) error {
 	}
 	// A key created behind a snapshot is in handlers' views, not in the
 	// indexer: they hear of its deletion here, once.
-	_, wasGhost := f.unghost(obj)
+	_, wasGhost := f.zone.Unghost(obj)
 	if !exists && !wasGhost && !isTombstone && delErr != nil && delRVs != "" {
 		// The key is gone already and the deletion's resource version is
 		// malformed (the Guard lets such events through), so it cannot be
@@ -402,7 +402,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	}
 	f.prover.KeysListed(len(listed))
 	// The list is the state at its resource version: no zone behind it.
-	f.endZone()
+	f.zone.End()
 	f.observeList(info.ResourceVersion, back, admitted)
 	for _, g := range gone {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
@@ -463,14 +463,10 @@ func (f *FreshInformer) diffList(info toolscache.ReplacedAllInfo) (changes []lis
 // whether or not its key is cached; at it, a replay or a duplicate for a
 // key not cached, every event having a resource version of its own. The
 // stream's position is the applied one, or, behind a snapshot that moved
-// that further, the newest the stream delivered (zone.go). It returns
-// the position compared with too. applyMu is held.
+// that further, the newest the stream delivered (internal/snapshotzone).
+// It returns the position compared with too. applyMu is held.
 func (f *FreshInformer) placed(rv freshness.RV, err error) (trust.Place, freshness.RV) {
-	var stream freshness.RV
-	if !f.zone.end.IsZero() {
-		stream = f.zone.stream
-	}
-	return f.trust.Placed(rv, err, stream)
+	return f.trust.Placed(rv, err, f.zone.Stream())
 }
 
 // observeEvent advances freshness to an applied event's resource version.
@@ -483,7 +479,7 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // observe submits an applied event's or bookmark's resource version.
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
-	f.streamAt(rv)
+	f.zone.StreamAt(rv)
 	f.submit(trust.Stream{RV: rv})
 }
 
@@ -559,7 +555,7 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		f.markIncomparable(err, true)
 		return
 	}
-	f.zone.stream = rv
+	f.zone.Listed(rv)
 	// Taken: the list ended a restore or moved the cache back.
 	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.keys > 0 || back.lostWrites > 0 {
 		f.written.Reset() // the history was rewritten: old writes say nothing of it

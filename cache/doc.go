@@ -41,8 +41,8 @@
 // (recordwrite.go, lostwrites.go; kept in internal/recorded). The prover
 // sees the informer through a narrow interface, which probes.go implements
 // (proverOwner; cacheView, the cache under applyMu). The snapshot zone
-// (zone.go) is the apply path's side of a snapshot proof: its rules are
-// there, in one place.
+// (internal/snapshotzone) is the apply path's side of a snapshot proof:
+// its rules are there, in one place.
 //
 // informer.go builds and runs the informer, shared_informer.go holds the
 // rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
@@ -209,7 +209,8 @@
 //     floor move to its RV L: one round trip. Keys created and deleted
 //     between applied and L are in neither: handlers still hear of their
 //     events, the indexer does not (ProbeStats.BehindSnapshot; the snapshot
-//     zone, whose rules zone.go gives). Sync takes the same route.
+//     zone, whose rules internal/snapshotzone gives). Sync takes the same
+//     route.
 //   - The bookmark route, for larger informers, after
 //     DefaultQuietProbeDelay: a consistent limit=1 list gives the server's
 //     RV; an auxiliary watch from applied, with bookmarks and a 3 s

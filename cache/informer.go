@@ -22,6 +22,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
+	"github.com/freshinformer/freshinformer/internal/snapshotzone"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -57,7 +58,7 @@ type FreshInformer struct {
 	// Guard.mu and the trust's lock (doc.go).
 	applyMu sync.Mutex
 	recent  recorded.Recent        // RVs of recently applied events
-	zone    snapshotZone           // the stream behind a snapshot (zone.go)
+	zone    snapshotzone.Zone      // the stream behind a snapshot (internal/snapshotzone)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
 	// declaring is closed once the regressions unlockApply took are
@@ -139,6 +140,7 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		synced:               make(chan struct{}),
 	}
 	f.trust.StartGrace = options.internal.startGrace
+	f.zone.Init(f.processor, f.indexer, &f.recent)
 	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
 		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV}, proverOwner{f})
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
