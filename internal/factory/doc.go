@@ -98,5 +98,6 @@
 //
 // One lookup by resource, FreshInformersForResource (which makes both
 // factories a cache.InformerSource), and cache.FreshInformerOf for an
-// informer in hand.
+// informer in hand. lookup.go has the lookups of cache.InformerList and
+// cache.Sources.
 package factory
