@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,7 +267,7 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		}
 	})
 	if f.resyncCheckPeriod > 0 {
-		wg.Go(func() { f.resyncLoop(ctx, queue, f.resyncCheckPeriod) })
+		wg.Go(func() { f.processor.RunResyncs(ctx, f.resyncCheckPeriod, queue.Resync, f.log()) })
 	}
 
 	controller.RunWithContext(ctx)
@@ -321,48 +320,10 @@ func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscac
 		ProcessBatch:      f.handleBatch,
 		ObjectType:        f.cfg.objectType,
 		ObjectDescription: f.cfg.description,
-		// Resyncs run on the informer's clock (resyncLoop), not the
+		// Resyncs run on the informer's clock (RunResyncs), not the
 		// Reflector's real one: WithClock drives them as client-go's
 		// informer clock does.
-		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
+		WatchErrorHandlerWithContext: f.guard.WatchErrorHandler(f.watchErrorHandler),
 	})
 	return f.controller, queue
-}
-
-// resyncLoop checks every period, on the informer's clock, whether a
-// handler is due for a resync, and if one is, queues a resync of every
-// cached object (delivered as updates to the handlers that are due).
-func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, period time.Duration) {
-	t := f.cfg.clock.NewTimer(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		if f.processor.ShouldResync() {
-			if err := queue.Resync(); err != nil {
-				f.log().Error(err, "Failed to queue a resync")
-			}
-		}
-		t.Reset(period)
-	}
-}
-
-// watchErrorHandler is the user's handler, or client-go's default except
-// for refused stale lists: the Guard logged those already (at V(2)), and
-// client-go's default would report each at error level while a lagging
-// replica catches up. errors.Is(err, reflector.ErrStaleList) holds in the
-// user's handler too (guard.Reported).
-func watchErrorHandler(g *guard.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
-	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		err = g.Reported(err)
-		switch {
-		case user != nil:
-			user(ctx, r, err)
-		case !errors.Is(err, reflector.ErrStaleList):
-			toolscache.DefaultWatchErrorHandler(ctx, r, err)
-		}
-	}
 }

@@ -473,8 +473,8 @@ func TestStaleListErrorsAreNotReportedAsFailures(t *testing.T) {
 	// client-go's default handler dereferences the Reflector: with nil it
 	// panics unless the stale list is skipped.
 	g := guard.New(guard.Options{})
-	watchErrorHandler(g, nil)(context.Background(), nil, &reflector.StaleListError{ListResourceVersion: "1", Floor: "2"})
-	watchErrorHandler(g, record)(context.Background(), nil, errors.New("boom"))
+	g.WatchErrorHandler(nil)(context.Background(), nil, &reflector.StaleListError{ListResourceVersion: "1", Floor: "2"})
+	g.WatchErrorHandler(record)(context.Background(), nil, errors.New("boom"))
 	if len(reported) != 1 {
 		t.Fatalf("a user's handler must get every error: %v", reported)
 	}
