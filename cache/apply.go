@@ -12,6 +12,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/listdiff"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -380,7 +381,7 @@ func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delR
 // that is declared as a regression (once per list) unless the Guard already
 // declared it.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted guard.ListAdmission, isInInitialList bool) error {
-	changes, listed, back, err := f.diffList(info)
+	changes, listed, back, err := listdiff.Diff(f.indexer, info, f.listedOver(), &f.written)
 	if err != nil {
 		return err
 	}
@@ -408,54 +409,14 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
 	}
 	for _, c := range changes {
-		if c.old == nil {
-			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.new, InitialList: isInInitialList}, false)
+		if c.Old == nil {
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.New, InitialList: isInInitialList}, false)
 			continue
 		}
-		same := resourceVersion(c.old) == resourceVersion(c.new)
-		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.old, NewObj: c.new}, same)
+		same := resourceVersion(c.Old) == resourceVersion(c.New)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.Old, NewObj: c.New}, same)
 	}
 	return nil
-}
-
-// listChange is a listed object and the state it replaces (nil: none).
-type listChange struct{ old, new any }
-
-// diffList compares a list with the cache before it is applied: each
-// listed object with the state it replaces, the listed keys, and the keys
-// the list moves back. applyMu is held.
-func (f *FreshInformer) diffList(info toolscache.ReplacedAllInfo) (changes []listChange, listed map[string]struct{}, back listRegression, err error) {
-	changes = make([]listChange, 0, len(info.Objects))
-	listed = make(map[string]struct{}, len(info.Objects))
-	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
-	checkWrites := f.written.Len() > 0 && listErr == nil
-	// Where the cache stood: it applied every event up to there (none to
-	// trust in plain mode, or while a declared restore waits for this list).
-	reached := f.listedOver()
-	for _, obj := range info.Objects {
-		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		if err != nil {
-			return nil, nil, listRegression{}, err
-		}
-		listed[key] = struct{}{}
-		old, _, _ := f.indexer.GetByKey(key)
-		changes = append(changes, listChange{old: old, new: obj})
-		switch {
-		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
-			back.add(key, &back.keys)
-		case passed(resourceVersion(obj), reached) && (old == nil || f.differs(old, obj)):
-			// At a state the cache had passed, which it does not hold: the
-			// cache applied that state's event, and whatever came after it
-			// (a deletion, a newer state) would be in the list. The list
-			// brings the key back (etcd restored to before the deletion,
-			// with a bumped revision), or comes from another history (a
-			// restore without one, outrun by new writes).
-			back.add(key, &back.keys)
-		case checkWrites && f.written.Lost(key, resourceVersion(obj), listRV):
-			back.add(key, &back.lostWrites)
-		}
-	}
-	return changes, listed, back, nil
 }
 
 // placed is where the trust state places an event at rv against the
@@ -483,27 +444,12 @@ func (f *FreshInformer) observe(rv freshness.RV) {
 	f.submit(trust.Stream{RV: rv})
 }
 
-// listRegression counts the keys a list moved back: cached keys listed at
-// older states, and keys listed older than a recorded write the list
-// covers (lostwrites.go).
-type listRegression struct {
-	keys, lostWrites int
-	sample           []string // up to reflector.MaxRegressionSample of them
-}
-
-func (b *listRegression) add(key string, count *int) {
-	*count++
-	if len(b.sample) < reflector.MaxRegressionSample {
-		b.sample = append(b.sample, key)
-	}
-}
-
 // listFound finds the regression a list at s brings, before it is
 // applied: a list older than the cache reaches here only under a
 // regression the Guard declared (or, should the Guard have missed it, one
 // found here); back counts the keys the list moves to older states than
 // cached or written. It reports whether it found one. applyMu is held.
-func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.ListAdmission) bool {
+func (f *FreshInformer) listFound(s string, back listdiff.Back, admitted guard.ListAdmission) bool {
 	rv, err := freshness.ParseRV(s)
 	if s == "0" || err != nil {
 		return false
@@ -511,20 +457,20 @@ func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.
 	prev := f.listedOver()
 	found := func(reason reflector.RegressionReason) {
 		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
-			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
+			Keys: back.Keys, WritesLost: back.LostWrites, SampleKeys: back.Sample}, true)
 	}
 	switch {
 	case admitted.Regression != nil:
 		r := *admitted.Regression // the Guard's findings, and the keys
-		r.Keys, r.WritesLost, r.SampleKeys = back.keys, back.lostWrites, back.sample
+		r.Keys, r.WritesLost, r.SampleKeys = back.Keys, back.LostWrites, back.Sample
 		f.found(r, true)
 	case prev.IsZero():
 		return false
 	case rv.Compare(prev) < 0:
 		found(reflector.RegressionStaleList)
-	case back.keys > 0:
+	case back.Keys > 0:
 		found(reflector.RegressionKeysWentBack)
-	case back.lostWrites > 0:
+	case back.LostWrites > 0:
 		found(reflector.RegressionWritesLost)
 	default:
 		return false
@@ -541,7 +487,7 @@ func (f *FreshInformer) listedOver() freshness.RV { return f.trust.Over() }
 // older than the cache moves freshness down with it, or a later write with
 // a resource version below the old high would look fresh too soon.
 // applyMu is held.
-func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
+func (f *FreshInformer) observeList(s string, back listdiff.Back, admitted guard.ListAdmission) {
 	f.recent.Reset()
 	if s == "0" {
 		f.submit(trust.List{AtZero: true, Stamp: admitted.Stamp})
@@ -557,7 +503,7 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 	}
 	f.zone.Listed(rv)
 	// Taken: the list ended a restore or moved the cache back.
-	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.keys > 0 || back.lostWrites > 0 {
+	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.Keys > 0 || back.LostWrites > 0 {
 		f.written.Reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.PruneReached(rv)
@@ -582,27 +528,6 @@ func (f *FreshInformer) markIncomparable(err error, list bool) {
 		trust.LogPlain(f.log(), err)
 		f.recent.Reset()
 	}
-}
-
-// passed reports whether rv is comparable and not newer than reached (none
-// when zero).
-func passed(rv string, reached freshness.RV) bool {
-	in, err := freshness.ParseRV(rv)
-	return err == nil && !reached.IsZero() && in.Compare(reached) <= 0
-}
-
-// differs reports whether the cached old and the listed obj are at
-// different comparable resource versions.
-func (f *FreshInformer) differs(old, obj any) bool {
-	_, err := freshness.ParseRV(resourceVersion(old))
-	return err == nil && resourceVersion(old) != resourceVersion(obj)
-}
-
-// olderQuiet reports whether rv is older than cachedRV, both comparable.
-func (f *FreshInformer) olderQuiet(rv, cachedRV string) bool {
-	in, err1 := freshness.ParseRV(rv)
-	cached, err2 := freshness.ParseRV(cachedRV)
-	return err1 == nil && err2 == nil && in.Compare(cached) < 0
 }
 
 // older reports whether an incoming state is older than the cached one.
