@@ -272,9 +272,9 @@
 //
 // A FreshInformer has eight locks, taken in this order, never the reverse:
 //
-//	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
-//	                   applyMu → Guard.mu → trust (its waiter set's lock)
-//	                   applyMu → prove.Prover.mu (a relist after a failure)
+//	lifecycle.State.mu → applyMu → handlers.Processor.mu → Listener.mu
+//	                     applyMu → Guard.mu → trust (its waiter set's lock)
+//	                     applyMu → prove.Prover.mu (a relist after a failure)
 //	prove.Prover.mu (its probe Scheduler's and Runners') → Guard.mu, trust
 //	recorded.Timer.mu → trust
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/lifecycle"
 	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
@@ -53,8 +54,8 @@ type FreshInformer struct {
 	// applyMu serializes applying deltas (apply.go), proofs and restores
 	// with handler and indexer registration, so a late handler sees a
 	// consistent initial list; it guards the indexer's writes and the
-	// fields below. Taken after mu, before handlers.Processor.mu,
-	// Guard.mu and the trust's lock (doc.go).
+	// fields below. Taken after the run state's lock, before
+	// handlers.Processor.mu, Guard.mu and the trust's lock (doc.go).
 	applyMu sync.Mutex
 	recent  recorded.Recent        // RVs of recently applied events
 	zone    snapshotzone.Zone      // the stream behind a snapshot (internal/snapshotzone)
@@ -66,14 +67,10 @@ type FreshInformer struct {
 	declaring chan struct{}
 	written   recorded.Keys // recorded writes not yet applied (lostwrites.go)
 
-	mu                   sync.Mutex // guards the fields below; taken before applyMu
-	running, stopped     bool
-	controller           toolscache.Controller
-	transform            toolscache.TransformFunc
-	watchErrorHandler    toolscache.WatchErrorHandlerWithContext
-	resyncCheckPeriod    time.Duration
-	defaultHandlerResync time.Duration
-	synced               chan struct{} // closed once the initial list is applied
+	// run is whether the informer started or stopped, the settings made
+	// before Run, and whether its initial list is applied
+	// (internal/lifecycle); its lock is taken before applyMu.
+	run *lifecycle.State
 }
 
 // config is a FreshInformer's configuration, as its constructor decided
@@ -132,11 +129,9 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 			onRegression:    options.OnRegression,
 			initialFloorErr: floorErr,
 		},
-		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
-		processor:            &handlers.Processor{Clock: options.Clock},
-		resyncCheckPeriod:    options.ResyncPeriod,
-		defaultHandlerResync: options.ResyncPeriod,
-		synced:               make(chan struct{}),
+		indexer:   toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
+		processor: &handlers.Processor{Clock: options.Clock},
+		run:       lifecycle.New(options.ResyncPeriod),
 	}
 	f.trust.StartGrace = options.internal.startGrace
 	f.zone.Init(f.processor, f.indexer, &f.recent)
@@ -261,20 +256,18 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		case <-ctx.Done():
 		case <-controller.HasSyncedChecker().Done():
 			f.applyMu.Lock()
-			close(f.synced)
+			f.run.MarkSynced()
 			f.processor.UpstreamSynced()
 			f.applyMu.Unlock()
 		}
 	})
-	if f.resyncCheckPeriod > 0 {
-		wg.Go(func() { f.processor.RunResyncs(ctx, f.resyncCheckPeriod, queue.Resync, f.log()) })
+	if period := f.run.ResyncCheckPeriod(); period > 0 {
+		wg.Go(func() { f.processor.RunResyncs(ctx, period, queue.Resync, f.log()) })
 	}
 
 	controller.RunWithContext(ctx)
 
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
+	f.run.Stop()
 	f.prover.Stop()
 	due, _ := f.trust.Submit(trust.Run{Stopped: true})
 	due.Run()
@@ -286,44 +279,40 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 }
 
 // begin marks the informer running and builds its controller over the
-// guarded queue and ListerWatcher; it returns a nil controller if the
-// informer has run before.
-func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscache.Controller, toolscache.Queue) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.running || f.stopped {
-		return nil, nil
-	}
-	f.running = true
-	f.trust.Submit(trust.Run{})
-	f.logger.Store(&logger)
-	f.guard.SetLogger(logger)
-	if f.cfg.staleReads != nil {
-		f.cfg.staleReads.Started(logger) // says, once, that it is on
-	}
-	if f.cfg.initialFloorErr != nil {
-		logger.Error(f.cfg.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
-	}
-	f.prover.Start(ctx)
-	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
-		Logger:                &logger,
-		Name:                  f.cfg.description,
-		KeyFunction:           toolscache.MetaNamespaceKeyFunc,
-		Transformer:           f.transform,
-		Identifier:            f.cfg.identifier,
-		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
+// guarded queue and ListerWatcher, with the run state's lock held; it
+// returns a nil controller if the informer has run before.
+func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (controller toolscache.Controller, queue toolscache.Queue) {
+	controller = f.run.Begin(func(transform toolscache.TransformFunc, onWatchError toolscache.WatchErrorHandlerWithContext) toolscache.Controller {
+		f.trust.Submit(trust.Run{})
+		f.logger.Store(&logger)
+		f.guard.SetLogger(logger)
+		if f.cfg.staleReads != nil {
+			f.cfg.staleReads.Started(logger) // says, once, that it is on
+		}
+		if f.cfg.initialFloorErr != nil {
+			logger.Error(f.cfg.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
+		}
+		f.prover.Start(ctx)
+		queue = f.guard.NewQueue(toolscache.RealFIFOOptions{
+			Logger:                &logger,
+			Name:                  f.cfg.description,
+			KeyFunction:           toolscache.MetaNamespaceKeyFunc,
+			Transformer:           transform,
+			Identifier:            f.cfg.identifier,
+			UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
+		})
+		return toolscache.New(&toolscache.Config{
+			Queue:             queue,
+			ListerWatcher:     f.guard.ListerWatcher(f.cfg.lw),
+			Process:           f.handleDeltas,
+			ProcessBatch:      f.handleBatch,
+			ObjectType:        f.cfg.objectType,
+			ObjectDescription: f.cfg.description,
+			// Resyncs run on the informer's clock (RunResyncs), not the
+			// Reflector's real one: WithClock drives them as client-go's
+			// informer clock does.
+			WatchErrorHandlerWithContext: f.guard.WatchErrorHandler(onWatchError),
+		})
 	})
-	f.controller = toolscache.New(&toolscache.Config{
-		Queue:             queue,
-		ListerWatcher:     f.guard.ListerWatcher(f.cfg.lw),
-		Process:           f.handleDeltas,
-		ProcessBatch:      f.handleBatch,
-		ObjectType:        f.cfg.objectType,
-		ObjectDescription: f.cfg.description,
-		// Resyncs run on the informer's clock (RunResyncs), not the
-		// Reflector's real one: WithClock drives them as client-go's
-		// informer clock does.
-		WatchErrorHandlerWithContext: f.guard.WatchErrorHandler(f.watchErrorHandler),
-	})
-	return f.controller, queue
+	return controller, queue
 }
