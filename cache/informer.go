@@ -157,21 +157,9 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 }
 
 // listIsCompressed reports whether a list of the informer's objects would
-// take at least limit bytes in protobuf (see listCompressedBytes). Objects
-// without a protobuf size (unstructured, custom types) say no: the
-// watch-list stays.
+// take at least limit bytes in protobuf (see listCompressedBytes).
 func (f *FreshInformer) listIsCompressed(limit int) bool {
-	n := 0
-	for _, obj := range f.indexer.List() {
-		s, ok := obj.(interface{ Size() int })
-		if !ok {
-			return false
-		}
-		if n += s.Size(); n >= limit {
-			return true
-		}
-	}
-	return false
+	return guard.ListIsCompressed(f.indexer, limit)
 }
 
 // starting tells the informer its factory's Start is about to run it, so

@@ -106,13 +106,9 @@ func (v controllerView) LastSyncResourceVersion() string { return v.f.LastSyncRe
 func (f *FreshInformer) HasSynced() bool { return f.run.HasSynced() }
 
 // HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
-func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker { return syncedChecker{f} }
-
-type syncedChecker struct{ f *FreshInformer }
-
-func (c syncedChecker) Name() string { return c.f.cfg.description }
-
-func (c syncedChecker) Done() <-chan struct{} { return c.f.run.Synced() }
+func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker {
+	return f.run.SyncedChecker(f.cfg.description)
+}
 
 // LastSyncResourceVersion is the resource version the Reflector last
 // received (not necessarily applied yet; see LastObservedResourceVersion).

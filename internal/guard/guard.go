@@ -402,6 +402,24 @@ func (g *Guard) Reported(err error) error {
 	return &refusedError{msg: err.Error(), cause: refusal}
 }
 
+// ListIsCompressed reports whether a list of store's objects would take
+// at least limit bytes in protobuf: the informer's ListAfterFailure, with
+// the apiserver's compression threshold as limit. Objects without a
+// protobuf size (unstructured, custom types) say no: the watch-list stays.
+func ListIsCompressed(store toolscache.Store, limit int) bool {
+	n := 0
+	for _, obj := range store.List() {
+		s, ok := obj.(interface{ Size() int })
+		if !ok {
+			return false
+		}
+		if n += s.Size(); n >= limit {
+			return true
+		}
+	}
+	return false
+}
+
 // WatchErrorHandler is the informer's Reflector's watch error handler:
 // user's, or client-go's default except for refused stale lists, which
 // the Guard logged already (at V(2)), and which client-go's default would

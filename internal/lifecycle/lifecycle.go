@@ -94,6 +94,20 @@ func (s *State) HasSynced() bool {
 	}
 }
 
+// SyncedChecker is HasSynced as a toolscache.DoneChecker named name.
+func (s *State) SyncedChecker(name string) toolscache.DoneChecker {
+	return syncedChecker{name, s.synced}
+}
+
+type syncedChecker struct {
+	name   string
+	synced <-chan struct{}
+}
+
+func (c syncedChecker) Name() string { return c.name }
+
+func (c syncedChecker) Done() <-chan struct{} { return c.synced }
+
 // LastSyncResourceVersion is the resource version the controller's
 // Reflector last received, "" before Run.
 func (s *State) LastSyncResourceVersion() string {
