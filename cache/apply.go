@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/listdiff"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -239,7 +239,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	if err != nil {
 		return err
 	}
-	newRVs := resourceVersion(obj)
+	newRVs := resources.ResourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
 	f.unstamped(newRVs, newErr)
 	if f.zone.Event(handlers.Update, obj, newRV, newErr) {
@@ -270,7 +270,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: isInInitialList}, false)
 		return nil
 	}
-	oldRVs := resourceVersion(old)
+	oldRVs := resources.ResourceVersion(old)
 	if f.older(newRV, newErr, oldRVs) {
 		f.reject("update", obj, newRVs, oldRVs)
 		return nil
@@ -302,7 +302,7 @@ func (f *FreshInformer) delete(obj any) error {
 	if isTombstone {
 		obj = tombstone.Obj // the last state known, or nil
 	}
-	delRVs := resourceVersion(obj)
+	delRVs := resources.ResourceVersion(obj)
 	delRV, delErr := freshness.ParseRV(delRVs)
 	if !isTombstone {
 		f.unstamped(delRVs, delErr)
@@ -324,7 +324,7 @@ func (f *FreshInformer) delete(obj any) error {
 		// (Unstamped objects, from fake clientsets, are delivered as
 		// client-go does.)
 		if logger := f.log().V(4); logger.Enabled() {
-			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(asMeta(obj)), "resourceVersion", delRVs)
+			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", delRVs)
 		}
 		return nil
 	}
@@ -349,9 +349,9 @@ func (f *FreshInformer) delete(obj any) error {
 // cached old, or, for a deletion from the stream, not newer than what the
 // stream delivered. applyMu is held.
 func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delRV freshness.RV, delErr error) bool {
-	delRVs := resourceVersion(obj)
+	delRVs := resources.ResourceVersion(obj)
 	if exists && obj != nil {
-		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
+		if oldRVs := resources.ResourceVersion(old); f.older(delRV, delErr, oldRVs) {
 			f.reject("delete", obj, delRVs, oldRVs)
 			return true
 		}
@@ -413,7 +413,7 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.New, InitialList: isInInitialList}, false)
 			continue
 		}
-		same := resourceVersion(c.Old) == resourceVersion(c.New)
+		same := resources.ResourceVersion(c.Old) == resources.ResourceVersion(c.New)
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.Old, NewObj: c.New}, same)
 	}
 	return nil
@@ -544,20 +544,6 @@ func (f *FreshInformer) older(in freshness.RV, inErr error, cachedRV string) boo
 func (f *FreshInformer) reject(what string, obj any, rv, cachedRV string) {
 	f.counts.outOfOrder.Add(1)
 	if logger := f.log().V(4); logger.Enabled() {
-		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(asMeta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
+		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
 	}
-}
-
-func resourceVersion(obj any) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
-}
-
-func asMeta(obj any) klog.KMetadata {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -172,7 +173,7 @@ func (c cacheView) CachedRV(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return resourceVersion(obj), true
+	return resources.ResourceVersion(obj), true
 }
 
 func (c cacheView) Proved(rv freshness.RV, st trust.Stamp) bool {

@@ -7,11 +7,11 @@
 package listdiff
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/recorded"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -54,9 +54,9 @@ func Diff(indexer toolscache.Indexer, info toolscache.ReplacedAllInfo, reached f
 		old, _, _ := indexer.GetByKey(key)
 		changes = append(changes, Change{Old: old, New: obj})
 		switch {
-		case old != nil && older(resourceVersion(obj), resourceVersion(old)):
+		case old != nil && older(resources.ResourceVersion(obj), resources.ResourceVersion(old)):
 			back.add(key, &back.Keys)
-		case passed(resourceVersion(obj), reached) && (old == nil || differs(old, obj)):
+		case passed(resources.ResourceVersion(obj), reached) && (old == nil || differs(old, obj)):
 			// At a state the cache had passed, which it does not hold: the
 			// cache applied that state's event, and whatever came after it
 			// (a deletion, a newer state) would be in the list. The list
@@ -64,7 +64,7 @@ func Diff(indexer toolscache.Indexer, info toolscache.ReplacedAllInfo, reached f
 			// with a bumped revision), or comes from another history (a
 			// restore without one, outrun by new writes).
 			back.add(key, &back.Keys)
-		case checkWrites && written.Lost(key, resourceVersion(obj), listRV):
+		case checkWrites && written.Lost(key, resources.ResourceVersion(obj), listRV):
 			back.add(key, &back.LostWrites)
 		}
 	}
@@ -81,8 +81,8 @@ func passed(rv string, reached freshness.RV) bool {
 // differs reports whether the cached old and the listed obj are at
 // different comparable resource versions.
 func differs(old, obj any) bool {
-	_, err := freshness.ParseRV(resourceVersion(old))
-	return err == nil && resourceVersion(old) != resourceVersion(obj)
+	_, err := freshness.ParseRV(resources.ResourceVersion(old))
+	return err == nil && resources.ResourceVersion(old) != resources.ResourceVersion(obj)
 }
 
 // older reports whether rv is older than cachedRV, both comparable.
@@ -90,11 +90,4 @@ func older(rv, cachedRV string) bool {
 	in, err1 := freshness.ParseRV(rv)
 	cached, err2 := freshness.ParseRV(cachedRV)
 	return err1 == nil && err2 == nil && in.Compare(cached) < 0
-}
-
-func resourceVersion(obj any) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
 }

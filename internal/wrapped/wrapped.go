@@ -13,11 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 )
@@ -91,7 +91,7 @@ func (t *Tracker) Watch(ctx context.Context) error {
 // listener for that handler, one event at a time) and takes t.mu; it
 // calls only the store and the trust state under it.
 func (t *Tracker) Observe(obj any) {
-	s := resourceVersion(obj)
+	s := resources.ResourceVersion(obj)
 	rv, err := freshness.ParseRV(s)
 	var due rvwait.Due
 	t.mu.Lock()
@@ -102,7 +102,7 @@ func (t *Tracker) Observe(obj any) {
 	if err != nil {
 		t.incomparableObjects.Add(1)
 		if logger := t.logger.V(4); logger.Enabled() {
-			logger.Info("Skipped an object whose resource version cannot be ordered", "object", klog.KObj(asMeta(obj)), "resourceVersion", s)
+			logger.Info("Skipped an object whose resource version cannot be ordered", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", s)
 		}
 		if !slices.Contains(t.malformed, s) {
 			if len(t.malformed) == maxMalformedRVs {
@@ -211,18 +211,4 @@ func (t *Tracker) comparableAgain(rv freshness.RV) rvwait.Due {
 	t.incomparable, t.cause = false, ""
 	due, _ := t.trust.Submit(trust.List{RV: rv})
 	return due
-}
-
-func resourceVersion(obj any) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
-}
-
-func asMeta(obj any) klog.KMetadata {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m
-	}
-	return nil
 }
