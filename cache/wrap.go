@@ -2,11 +2,8 @@ package cache
 
 import (
 	"context"
-	"errors"
 
-	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/internal/wrapped"
 )
@@ -63,7 +60,7 @@ type WrappedInformer struct {
 // ErrAtomicFIFODisabled is matched (with errors.Is) by Wrap's error when
 // client-go's AtomicFIFO feature gate is off: the wrapped informer then
 // applies lists in pieces, and no freshness could be claimed safely.
-var ErrAtomicFIFODisabled = errors.New("freshinformer: Wrap needs client-go's AtomicFIFO feature gate on: with it off, lists reach the indexer in pieces")
+var ErrAtomicFIFODisabled = wrapped.ErrAtomicFIFODisabled
 
 // Wrap adds WaitForFreshness to informer. Pass the context the informer runs
 // with: when it ends, waiters are released and Wrap's handler is removed.
@@ -71,14 +68,11 @@ var ErrAtomicFIFODisabled = errors.New("freshinformer: Wrap needs client-go's At
 // gate is off (the gate is read once, by client-go, when the informer
 // starts: do not switch it later).
 func Wrap(ctx context.Context, informer toolscache.SharedIndexInformer) (*WrappedInformer, error) {
-	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
-		return nil, ErrAtomicFIFODisabled
-	}
-	w := &WrappedInformer{SharedIndexInformer: informer, tracker: wrapped.New(informer, klog.FromContext(ctx))}
-	if err := w.tracker.Watch(ctx); err != nil {
+	t, err := wrapped.Watch(ctx, informer)
+	if err != nil {
 		return nil, err
 	}
-	return w, nil
+	return &WrappedInformer{SharedIndexInformer: informer, tracker: t}, nil
 }
 
 // IncomparableObjects counts the objects the wrapped informer stored whose

@@ -9,10 +9,12 @@ package wrapped
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	clientgofeatures "k8s.io/client-go/features"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -61,10 +63,29 @@ func New(informer toolscache.SharedIndexInformer, logger klog.Logger) *Tracker {
 	return t
 }
 
-// Watch adds the Tracker's handler to the informer: until ctx ends, it
-// observes every object the informer stores; when ctx ends, waiters are
-// released with freshness.ErrStopped and the handler is removed.
-func (t *Tracker) Watch(ctx context.Context) error {
+// ErrAtomicFIFODisabled is cache.ErrAtomicFIFODisabled: Watch's error
+// while client-go's AtomicFIFO feature gate is off.
+var ErrAtomicFIFODisabled = errors.New("freshinformer: Wrap needs client-go's AtomicFIFO feature gate on: with it off, lists reach the indexer in pieces")
+
+// Watch returns a Tracker of informer (cache.Wrap), logging through ctx's
+// logger: its handler observes every object the informer stores until ctx
+// ends; then waiters are released with freshness.ErrStopped and the
+// handler is removed. It fails with ErrAtomicFIFODisabled while client-go's
+// AtomicFIFO feature gate is off.
+func Watch(ctx context.Context, informer toolscache.SharedIndexInformer) (*Tracker, error) {
+	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
+		return nil, ErrAtomicFIFODisabled
+	}
+	t := New(informer, klog.FromContext(ctx))
+	if err := t.watch(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// watch adds the Tracker's handler to the informer, and removes it when
+// ctx ends, releasing waiters.
+func (t *Tracker) watch(ctx context.Context) error {
 	reg, err := t.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.Observe(obj) },
 		UpdateFunc: func(_, obj any) { t.Observe(obj) },
