@@ -45,8 +45,9 @@
 // its rules are there, in one place.
 //
 // informer.go builds and runs the informer, shared_informer.go holds the
-// rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
-// elsewhere, options.go is the one place defaults are set.
+// rest of client-go's SharedIndexInformer (its run state:
+// internal/lifecycle), wrap.go wraps an informer built elsewhere
+// (internal/wrapped), options.go is the one place defaults are set.
 //
 // Every change is written to the indexer before its resource version
 // reaches the trust state, and that before handlers hear of the change:
