@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -12,6 +11,8 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/listdiff"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -238,10 +239,10 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	if err != nil {
 		return err
 	}
-	newRVs := resourceVersion(obj)
+	newRVs := resources.ResourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
 	f.unstamped(newRVs, newErr)
-	if f.zoneEvent(handlers.Update, obj, newRV, newErr) {
+	if f.zone.Event(handlers.Update, obj, newRV, newErr) {
 		return nil
 	}
 	if !exists {
@@ -258,7 +259,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 			return err
 		}
 		f.prover.KeysChanged(1)
-		ghost, wasGhost := f.unghost(obj) // before observeEvent may end the zone
+		ghost, wasGhost := f.zone.Unghost(obj) // before observeEvent may end the zone
 		if newErr == nil {
 			f.observeEvent(newRV)
 		}
@@ -269,7 +270,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: isInInitialList}, false)
 		return nil
 	}
-	oldRVs := resourceVersion(old)
+	oldRVs := resources.ResourceVersion(old)
 	if f.older(newRV, newErr, oldRVs) {
 		f.reject("update", obj, newRVs, oldRVs)
 		return nil
@@ -301,11 +302,11 @@ func (f *FreshInformer) delete(obj any) error {
 	if isTombstone {
 		obj = tombstone.Obj // the last state known, or nil
 	}
-	delRVs := resourceVersion(obj)
+	delRVs := resources.ResourceVersion(obj)
 	delRV, delErr := freshness.ParseRV(delRVs)
 	if !isTombstone {
 		f.unstamped(delRVs, delErr)
-		if f.zoneEvent(handlers.Delete, obj, delRV, delErr) {
+		if f.zone.Event(handlers.Delete, obj, delRV, delErr) {
 			return nil
 		}
 	}
@@ -314,7 +315,7 @@ func (f *FreshInformer) delete(obj any) error {
 	}
 	// A key created behind a snapshot is in handlers' views, not in the
 	// indexer: they hear of its deletion here, once.
-	_, wasGhost := f.unghost(obj)
+	_, wasGhost := f.zone.Unghost(obj)
 	if !exists && !wasGhost && !isTombstone && delErr != nil && delRVs != "" {
 		// The key is gone already and the deletion's resource version is
 		// malformed (the Guard lets such events through), so it cannot be
@@ -323,7 +324,7 @@ func (f *FreshInformer) delete(obj any) error {
 		// (Unstamped objects, from fake clientsets, are delivered as
 		// client-go does.)
 		if logger := f.log().V(4); logger.Enabled() {
-			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(asMeta(obj)), "resourceVersion", delRVs)
+			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", delRVs)
 		}
 		return nil
 	}
@@ -348,9 +349,9 @@ func (f *FreshInformer) delete(obj any) error {
 // cached old, or, for a deletion from the stream, not newer than what the
 // stream delivered. applyMu is held.
 func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delRV freshness.RV, delErr error) bool {
-	delRVs := resourceVersion(obj)
+	delRVs := resources.ResourceVersion(obj)
 	if exists && obj != nil {
-		if oldRVs := resourceVersion(old); f.older(delRV, delErr, oldRVs) {
+		if oldRVs := resources.ResourceVersion(old); f.older(delRV, delErr, oldRVs) {
 			f.reject("delete", obj, delRVs, oldRVs)
 			return true
 		}
@@ -380,7 +381,7 @@ func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delR
 // that is declared as a regression (once per list) unless the Guard already
 // declared it.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted guard.ListAdmission, isInInitialList bool) error {
-	changes, listed, back, err := f.diffList(info)
+	changes, listed, back, err := listdiff.Diff(f.indexer, info, f.listedOver(), &f.written)
 	if err != nil {
 		return err
 	}
@@ -402,60 +403,20 @@ func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted gua
 	}
 	f.prover.KeysListed(len(listed))
 	// The list is the state at its resource version: no zone behind it.
-	f.endZone()
+	f.zone.End()
 	f.observeList(info.ResourceVersion, back, admitted)
 	for _, g := range gone {
 		f.processor.Distribute(handlers.Notification{Kind: handlers.Delete, OldObj: g}, false)
 	}
 	for _, c := range changes {
-		if c.old == nil {
-			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.new, InitialList: isInInitialList}, false)
+		if c.Old == nil {
+			f.processor.Distribute(handlers.Notification{Kind: handlers.Add, NewObj: c.New, InitialList: isInInitialList}, false)
 			continue
 		}
-		same := resourceVersion(c.old) == resourceVersion(c.new)
-		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.old, NewObj: c.new}, same)
+		same := resources.ResourceVersion(c.Old) == resources.ResourceVersion(c.New)
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: c.Old, NewObj: c.New}, same)
 	}
 	return nil
-}
-
-// listChange is a listed object and the state it replaces (nil: none).
-type listChange struct{ old, new any }
-
-// diffList compares a list with the cache before it is applied: each
-// listed object with the state it replaces, the listed keys, and the keys
-// the list moves back. applyMu is held.
-func (f *FreshInformer) diffList(info toolscache.ReplacedAllInfo) (changes []listChange, listed map[string]struct{}, back listRegression, err error) {
-	changes = make([]listChange, 0, len(info.Objects))
-	listed = make(map[string]struct{}, len(info.Objects))
-	listRV, listErr := freshness.ParseRV(info.ResourceVersion)
-	checkWrites := f.written.Len() > 0 && listErr == nil
-	// Where the cache stood: it applied every event up to there (none to
-	// trust in plain mode, or while a declared restore waits for this list).
-	reached := f.listedOver()
-	for _, obj := range info.Objects {
-		key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		if err != nil {
-			return nil, nil, listRegression{}, err
-		}
-		listed[key] = struct{}{}
-		old, _, _ := f.indexer.GetByKey(key)
-		changes = append(changes, listChange{old: old, new: obj})
-		switch {
-		case old != nil && f.olderQuiet(resourceVersion(obj), resourceVersion(old)):
-			back.add(key, &back.keys)
-		case passed(resourceVersion(obj), reached) && (old == nil || f.differs(old, obj)):
-			// At a state the cache had passed, which it does not hold: the
-			// cache applied that state's event, and whatever came after it
-			// (a deletion, a newer state) would be in the list. The list
-			// brings the key back (etcd restored to before the deletion,
-			// with a bumped revision), or comes from another history (a
-			// restore without one, outrun by new writes).
-			back.add(key, &back.keys)
-		case checkWrites && f.written.Lost(key, resourceVersion(obj), listRV):
-			back.add(key, &back.lostWrites)
-		}
-	}
-	return changes, listed, back, nil
 }
 
 // placed is where the trust state places an event at rv against the
@@ -463,14 +424,10 @@ func (f *FreshInformer) diffList(info toolscache.ReplacedAllInfo) (changes []lis
 // whether or not its key is cached; at it, a replay or a duplicate for a
 // key not cached, every event having a resource version of its own. The
 // stream's position is the applied one, or, behind a snapshot that moved
-// that further, the newest the stream delivered (zone.go). It returns
-// the position compared with too. applyMu is held.
+// that further, the newest the stream delivered (internal/snapshotzone).
+// It returns the position compared with too. applyMu is held.
 func (f *FreshInformer) placed(rv freshness.RV, err error) (trust.Place, freshness.RV) {
-	var stream freshness.RV
-	if !f.zone.end.IsZero() {
-		stream = f.zone.stream
-	}
-	return f.trust.Placed(rv, err, stream)
+	return f.trust.Placed(rv, err, f.zone.Stream())
 }
 
 // observeEvent advances freshness to an applied event's resource version.
@@ -483,23 +440,8 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // observe submits an applied event's or bookmark's resource version.
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
-	f.streamAt(rv)
+	f.zone.StreamAt(rv)
 	f.submit(trust.Stream{RV: rv})
-}
-
-// listRegression counts the keys a list moved back: cached keys listed at
-// older states, and keys listed older than a recorded write the list
-// covers (lostwrites.go).
-type listRegression struct {
-	keys, lostWrites int
-	sample           []string // up to reflector.MaxRegressionSample of them
-}
-
-func (b *listRegression) add(key string, count *int) {
-	*count++
-	if len(b.sample) < reflector.MaxRegressionSample {
-		b.sample = append(b.sample, key)
-	}
 }
 
 // listFound finds the regression a list at s brings, before it is
@@ -507,7 +449,7 @@ func (b *listRegression) add(key string, count *int) {
 // regression the Guard declared (or, should the Guard have missed it, one
 // found here); back counts the keys the list moves to older states than
 // cached or written. It reports whether it found one. applyMu is held.
-func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.ListAdmission) bool {
+func (f *FreshInformer) listFound(s string, back listdiff.Back, admitted guard.ListAdmission) bool {
 	rv, err := freshness.ParseRV(s)
 	if s == "0" || err != nil {
 		return false
@@ -515,20 +457,20 @@ func (f *FreshInformer) listFound(s string, back listRegression, admitted guard.
 	prev := f.listedOver()
 	found := func(reason reflector.RegressionReason) {
 		f.found(reflector.Regression{Reason: reason, ListResourceVersion: s, Floor: prev.String(),
-			Keys: back.keys, WritesLost: back.lostWrites, SampleKeys: back.sample}, true)
+			Keys: back.Keys, WritesLost: back.LostWrites, SampleKeys: back.Sample}, true)
 	}
 	switch {
 	case admitted.Regression != nil:
 		r := *admitted.Regression // the Guard's findings, and the keys
-		r.Keys, r.WritesLost, r.SampleKeys = back.keys, back.lostWrites, back.sample
+		r.Keys, r.WritesLost, r.SampleKeys = back.Keys, back.LostWrites, back.Sample
 		f.found(r, true)
 	case prev.IsZero():
 		return false
 	case rv.Compare(prev) < 0:
 		found(reflector.RegressionStaleList)
-	case back.keys > 0:
+	case back.Keys > 0:
 		found(reflector.RegressionKeysWentBack)
-	case back.lostWrites > 0:
+	case back.LostWrites > 0:
 		found(reflector.RegressionWritesLost)
 	default:
 		return false
@@ -545,7 +487,7 @@ func (f *FreshInformer) listedOver() freshness.RV { return f.trust.Over() }
 // older than the cache moves freshness down with it, or a later write with
 // a resource version below the old high would look fresh too soon.
 // applyMu is held.
-func (f *FreshInformer) observeList(s string, back listRegression, admitted guard.ListAdmission) {
+func (f *FreshInformer) observeList(s string, back listdiff.Back, admitted guard.ListAdmission) {
 	f.recent.Reset()
 	if s == "0" {
 		f.submit(trust.List{AtZero: true, Stamp: admitted.Stamp})
@@ -559,9 +501,9 @@ func (f *FreshInformer) observeList(s string, back listRegression, admitted guar
 		f.markIncomparable(err, true)
 		return
 	}
-	f.zone.stream = rv
+	f.zone.Listed(rv)
 	// Taken: the list ended a restore or moved the cache back.
-	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.keys > 0 || back.lostWrites > 0 {
+	if rewritten := f.submit(trust.List{RV: rv, Stamp: admitted.Stamp}); rewritten || back.Keys > 0 || back.LostWrites > 0 {
 		f.written.Reset() // the history was rewritten: old writes say nothing of it
 	} else {
 		f.written.PruneReached(rv)
@@ -583,30 +525,9 @@ func (f *FreshInformer) markIncomparable(err error, list bool) {
 		e = trust.List{Unordered: err}
 	}
 	if f.submit(e) {
-		logIncomparable(f.log(), err) // scope.go
+		trust.LogPlain(f.log(), err)
 		f.recent.Reset()
 	}
-}
-
-// passed reports whether rv is comparable and not newer than reached (none
-// when zero).
-func passed(rv string, reached freshness.RV) bool {
-	in, err := freshness.ParseRV(rv)
-	return err == nil && !reached.IsZero() && in.Compare(reached) <= 0
-}
-
-// differs reports whether the cached old and the listed obj are at
-// different comparable resource versions.
-func (f *FreshInformer) differs(old, obj any) bool {
-	_, err := freshness.ParseRV(resourceVersion(old))
-	return err == nil && resourceVersion(old) != resourceVersion(obj)
-}
-
-// olderQuiet reports whether rv is older than cachedRV, both comparable.
-func (f *FreshInformer) olderQuiet(rv, cachedRV string) bool {
-	in, err1 := freshness.ParseRV(rv)
-	cached, err2 := freshness.ParseRV(cachedRV)
-	return err1 == nil && err2 == nil && in.Compare(cached) < 0
 }
 
 // older reports whether an incoming state is older than the cached one.
@@ -623,20 +544,6 @@ func (f *FreshInformer) older(in freshness.RV, inErr error, cachedRV string) boo
 func (f *FreshInformer) reject(what string, obj any, rv, cachedRV string) {
 	f.counts.outOfOrder.Add(1)
 	if logger := f.log().V(4); logger.Enabled() {
-		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(asMeta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
+		logger.Info("Rejected an out-of-order "+what+": older than the cached object", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", rv, "cachedResourceVersion", cachedRV)
 	}
-}
-
-func resourceVersion(obj any) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
-}
-
-func asMeta(obj any) klog.KMetadata {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m
-	}
-	return nil
 }

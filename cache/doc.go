@@ -41,12 +41,13 @@
 // (recordwrite.go, lostwrites.go; kept in internal/recorded). The prover
 // sees the informer through a narrow interface, which probes.go implements
 // (proverOwner; cacheView, the cache under applyMu). The snapshot zone
-// (zone.go) is the apply path's side of a snapshot proof: its rules are
-// there, in one place.
+// (internal/snapshotzone) is the apply path's side of a snapshot proof:
+// its rules are there, in one place.
 //
 // informer.go builds and runs the informer, shared_informer.go holds the
-// rest of client-go's SharedIndexInformer, wrap.go wraps an informer built
-// elsewhere, options.go is the one place defaults are set.
+// rest of client-go's SharedIndexInformer (its run state:
+// internal/lifecycle), wrap.go wraps an informer built elsewhere
+// (internal/wrapped), options.go is the one place defaults are set.
 //
 // Every change is written to the indexer before its resource version
 // reaches the trust state, and that before handlers hear of the change:
@@ -202,7 +203,8 @@
 //     floor move to its RV L: one round trip. Keys created and deleted
 //     between applied and L are in neither: handlers still hear of their
 //     events, the indexer does not (ProbeStats.BehindSnapshot; the snapshot
-//     zone, whose rules zone.go gives). Sync takes the same route.
+//     zone, whose rules internal/snapshotzone gives). Sync takes the same
+//     route.
 //   - The bookmark route, for larger informers, after
 //     DefaultQuietProbeDelay: a consistent limit=1 list gives the server's
 //     RV; an auxiliary watch from applied, with bookmarks and a 3 s
@@ -264,15 +266,15 @@
 //
 // A FreshInformer has eight locks, taken in this order, never the reverse:
 //
-//	FreshInformer.mu → applyMu → handlers.Processor.mu → Listener.mu
-//	                   applyMu → Guard.mu → trust (its waiter set's lock)
-//	                   applyMu → prove.Prover.mu (a relist after a failure)
+//	lifecycle.State.mu → applyMu → handlers.Processor.mu → Listener.mu
+//	                     applyMu → Guard.mu → trust (its waiter set's lock)
+//	                     applyMu → prove.Prover.mu (a relist after a failure)
 //	prove.Prover.mu (its probe Scheduler's and Runners') → Guard.mu, trust
 //	recorded.Timer.mu → trust
 //
 // Outside them: recorded.Timer.mu is taken before a metrics provider's
 // lock (write-to-visible samples), and a WrappedInformer has a lock of its
-// own, taken before the wrapped store's and its trust's (wrap.go).
+// own, taken before the wrapped store's and its trust's (internal/wrapped).
 //
 // The trust's lock is a leaf. Nothing calls out while holding a lock:
 // the freshness callbacks a step releases, and the

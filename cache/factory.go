@@ -168,16 +168,22 @@ func factoryConfig(opts []FactoryOption) factory.Config[*FreshInformer] {
 	for _, opt := range o.informerOptions {
 		opt(&io)
 	}
-	mapper, informerOptions := io.resourceMapper, o.informerOptions
-	o.config.New = func(s factory.Spec) *FreshInformer {
-		opts := append([]Option{WithResource(s.Resource), WithSelector(SelectorOf(s.Namespace, s.TweakListOptions)),
-			func(o *Options) { o.Identifier = s.Identifier }}, informerOptions...)
-		return NewSharedIndexInformer(s.ListerWatcher, s.Object, s.Resync, s.Indexers, opts...)
-	}
-	o.config.ResourceFor = mapper.ResourceFor
+	o.config.New = newFromSpec(o.informerOptions)
+	o.config.ResourceFor = io.resourceMapper.ResourceFor
 	o.config.HasStarted = (*FreshInformer).hasStarted
 	o.config.Starting = (*FreshInformer).starting
 	return o.config
+}
+
+// newFromSpec makes the FreshInformers of the factories (and of
+// InformerFor): named after their resource and scope, with the informer
+// options opts.
+func newFromSpec(opts []Option) func(factory.Spec) *FreshInformer {
+	return func(s factory.Spec) *FreshInformer {
+		opts := append([]Option{WithResource(s.Resource), WithSelector(SelectorOf(s.Namespace, s.TweakListOptions)),
+			func(o *Options) { o.Identifier = s.Identifier }}, opts...)
+		return NewSharedIndexInformer(s.ListerWatcher, s.Object, s.Resync, s.Indexers, opts...)
+	}
 }
 
 // NewSharedInformerFactory returns a factory for all namespaces, as

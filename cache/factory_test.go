@@ -30,8 +30,8 @@ func TestFactoryOptionsReachTheInformer(t *testing.T) {
 	)
 	cms, _ := FreshInformerOf(f.Core().V1().ConfigMaps().Informer())
 	secrets, _ := FreshInformerOf(f.Core().V1().Secrets().Informer())
-	if cms.defaultHandlerResync != 0 || secrets.defaultHandlerResync != time.Hour {
-		t.Fatalf("resync: configmaps %v, secrets %v", cms.defaultHandlerResync, secrets.defaultHandlerResync)
+	if cms.run.DefaultResync() != 0 || secrets.run.DefaultResync() != time.Hour {
+		t.Fatalf("resync: configmaps %v, secrets %v", cms.run.DefaultResync(), secrets.run.DefaultResync())
 	}
 	if cms.Name() != "opts" || cms.Resource() != (schema.GroupResource{Resource: "configmaps"}) {
 		t.Fatalf("name %q, resource %v", cms.Name(), cms.Resource())

@@ -2,9 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +16,12 @@ import (
 // Code-generated informer factories (informer-gen's) make their informers
 // inline: InformerFor and ClusterInformerFor put a FreshInformer in one
 // through its InformerFor(obj, newFunc). The shape of the generated code
-// they rely on is in package internal/factory (generated.go). What the
-// factory lists (its namespace and tweak) lives in its unexported fields,
-// which code outside the generated package may not read: the factory says
-// it through a ListScope method that cmd/scope-gen writes into the
-// generated package, or the caller says it with Scoped.
+// they rely on is in package internal/factory (generated.go), and so is
+// what they do (informerfor.go). What the factory lists (its namespace and
+// tweak) lives in its unexported fields, which code outside the generated
+// package may not read: the factory says it through a ListScope method
+// that cmd/scope-gen writes into the generated package, or the caller
+// says it with Scoped.
 
 // typedClient is what InformerFor lists and watches with: a generated
 // typed client (gentype's, or a hand-written one with the same methods).
@@ -55,7 +53,7 @@ var ErrUnsupportedFactory = internalfactory.ErrUnsupportedFactory
 // Scoped differ from the ones the factory says it was made with (its
 // ListScope): the informer would list something else than the generated
 // listers promise.
-var ErrScopeMismatch = errors.New("the scope given differs from the factory's")
+var ErrScopeMismatch = internalfactory.ErrScopeMismatch
 
 // ListScoper is a factory that says what its informers list: the
 // namespace and the list options tweak it was made with. cmd/scope-gen
@@ -158,109 +156,18 @@ func ClusterInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer
 }
 
 func generatedInformerFor[F ~func(C, time.Duration) toolscache.SharedIndexInformer, C any, G genericInformer, T typedClient[L], L runtime.Object](factory generatedFactory[F, G], client func(string) T, namespaced bool, opts []Option) (*FreshInformer, error) {
-	namespace, tweak, err := listScope(factory)
-	if err != nil {
-		return nil, err
-	}
-	if !namespaced {
-		namespace = ""
-	}
-	typed := client(namespace)
-	obj, err := internalfactory.ListItem[L]()
-	if err != nil {
-		return nil, err
-	}
 	var o Options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	gvr, err := internalfactory.TypedResource(typed, obj, o.Resource)
-	if err != nil {
-		return nil, err
-	}
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			if tweak != nil {
-				tweak(&o)
+	return internalfactory.InformerFor[F, C, G, T, L](factory, client, namespaced, internalfactory.Generated[*FreshInformer]{
+		Resource: o.Resource, New: newFromSpec(opts), Of: FreshInformerOf,
+		Unwrap: func(factory any) (any, bool) {
+			w, ok := factory.(interface{ wrapped() any })
+			if !ok {
+				return nil, false
 			}
-			return typed.List(ctx, o)
+			return w.wrapped(), true
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			if tweak != nil {
-				tweak(&o)
-			}
-			return typed.Watch(ctx, o)
-		},
-	}
-	var made *FreshInformer
-	newFunc := F(func(clientset C, resync time.Duration) toolscache.SharedIndexInformer {
-		// As the generated informers: fake clientsets cannot stream lists.
-		made = NewSharedIndexInformer(toolscache.ToListWatcherWithWatchListSemantics(lw, clientset), obj, resync,
-			toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
-			append([]Option{WithResource(gvr.GroupResource()), WithSelector(SelectorOf(namespace, tweak))}, opts...)...)
-		return made
 	})
-	inf := factory.InformerFor(obj, newFunc)
-	if made == nil {
-		if fresh, ok := FreshInformerOf(inf); ok {
-			return fresh, nil // made by an earlier call
-		}
-		return nil, fmt.Errorf("%w: the factory made its informer of %T before (an accessor, lister or ForResource asked for it first): call InformerFor right after making the factory", ErrNotFreshInformer, obj)
-	}
-	if g, err := factory.ForResource(gvr); err != nil || !servedBy(g, made) {
-		return made, fmt.Errorf("%w: the factory does not serve %T as %s: name its resource with WithResource", ErrUnknownResource, obj, gvr)
-	}
-	return made, nil
-}
-
-// servedBy reports whether g's informer is f (or a view of it).
-func servedBy(g genericInformer, inf *FreshInformer) bool {
-	got, ok := FreshInformerOf(g.Informer())
-	return ok && got == inf
-}
-
-// listScope returns the namespace and tweak factory lists with: its
-// ListScope's, checked against the wrapped factory's when Scoped gave
-// them and the factory says its own.
-func listScope(factory any) (string, func(*metav1.ListOptions), error) {
-	s, ok := factory.(ListScoper)
-	if !ok {
-		return "", nil, fmt.Errorf("%w: %T does not say what it lists: run cmd/scope-gen on its package, or pass cache.Scoped(factory, namespace, tweak)", ErrUnsupportedFactory, factory)
-	}
-	namespace, tweak := s.ListScope()
-	w, ok := factory.(interface{ wrapped() any })
-	if !ok {
-		return namespace, tweak, nil
-	}
-	own, ok := w.wrapped().(ListScoper)
-	if !ok {
-		return namespace, tweak, nil
-	}
-	ownNamespace, ownTweak := own.ListScope()
-	if ownNamespace != namespace || !sameTweak(ownTweak, tweak) {
-		return "", nil, fmt.Errorf("%w: Scoped was given namespace %q and a tweak making %v, the factory lists namespace %q with one making %v",
-			ErrScopeMismatch, namespace, tweakedPtr(tweak), ownNamespace, tweakedPtr(ownTweak))
-	}
-	return namespace, tweak, nil
-}
-
-// sameTweak reports whether a and b make the same list options from empty
-// ones: funcs cannot be compared, what they do can.
-func sameTweak(a, b func(*metav1.ListOptions)) bool {
-	return reflect.DeepEqual(tweaked(a), tweaked(b))
-}
-
-// tweaked returns the list options tweak makes from empty ones.
-func tweaked(tweak func(*metav1.ListOptions)) metav1.ListOptions {
-	var o metav1.ListOptions
-	if tweak != nil {
-		tweak(&o)
-	}
-	return o
-}
-
-// tweakedPtr is tweaked, printable.
-func tweakedPtr(tweak func(*metav1.ListOptions)) *metav1.ListOptions {
-	o := tweaked(tweak)
-	return &o
 }

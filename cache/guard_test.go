@@ -222,10 +222,10 @@ func TestStaleListErrorKeepsItsTypeThroughTheReflector(t *testing.T) {
 	flattened := fmt.Errorf("unable to sync list result: %v", refusal) // as client-go's Reflector.list does
 	// client-go's default handler dereferences the Reflector: with nil it
 	// panics unless the refusal is recognised.
-	watchErrorHandler(g, nil)(context.Background(), nil, flattened)
+	g.WatchErrorHandler(nil)(context.Background(), nil, flattened)
 	_ = q.Replace(nil, "50") // refused again: each refusal is reported once
 	var got error
-	watchErrorHandler(g, func(_ context.Context, _ *toolscache.Reflector, err error) { got = err })(context.Background(), nil, flattened)
+	g.WatchErrorHandler(func(_ context.Context, _ *toolscache.Reflector, err error) { got = err })(context.Background(), nil, flattened)
 	var se *reflector.StaleListError
 	if !errors.Is(got, reflector.ErrStaleList) || !errors.As(got, &se) || se.ListResourceVersion != "50" || got.Error() != flattened.Error() {
 		t.Fatalf("user handler got %v (%T)", got, got)

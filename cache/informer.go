@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +18,11 @@ import (
 	"github.com/freshinformer/freshinformer/internal/detector"
 	"github.com/freshinformer/freshinformer/internal/guard"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/lifecycle"
 	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
+	"github.com/freshinformer/freshinformer/internal/snapshotzone"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -53,11 +54,11 @@ type FreshInformer struct {
 	// applyMu serializes applying deltas (apply.go), proofs and restores
 	// with handler and indexer registration, so a late handler sees a
 	// consistent initial list; it guards the indexer's writes and the
-	// fields below. Taken after mu, before handlers.Processor.mu,
-	// Guard.mu and the trust's lock (doc.go).
+	// fields below. Taken after the run state's lock, before
+	// handlers.Processor.mu, Guard.mu and the trust's lock (doc.go).
 	applyMu sync.Mutex
 	recent  recorded.Recent        // RVs of recently applied events
-	zone    snapshotZone           // the stream behind a snapshot (zone.go)
+	zone    snapshotzone.Zone      // the stream behind a snapshot (internal/snapshotzone)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
 	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
 	// declaring is closed once the regressions unlockApply took are
@@ -66,14 +67,10 @@ type FreshInformer struct {
 	declaring chan struct{}
 	written   recorded.Keys // recorded writes not yet applied (lostwrites.go)
 
-	mu                   sync.Mutex // guards the fields below; taken before applyMu
-	running, stopped     bool
-	controller           toolscache.Controller
-	transform            toolscache.TransformFunc
-	watchErrorHandler    toolscache.WatchErrorHandlerWithContext
-	resyncCheckPeriod    time.Duration
-	defaultHandlerResync time.Duration
-	synced               chan struct{} // closed once the initial list is applied
+	// run is whether the informer started or stopped, the settings made
+	// before Run, and whether its initial list is applied
+	// (internal/lifecycle); its lock is taken before applyMu.
+	run *lifecycle.State
 }
 
 // config is a FreshInformer's configuration, as its constructor decided
@@ -132,13 +129,12 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 			onRegression:    options.OnRegression,
 			initialFloorErr: floorErr,
 		},
-		indexer:              toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
-		processor:            &handlers.Processor{Clock: options.Clock},
-		resyncCheckPeriod:    options.ResyncPeriod,
-		defaultHandlerResync: options.ResyncPeriod,
-		synced:               make(chan struct{}),
+		indexer:   toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers, toolscache.WithStoreMetrics(options.Identifier, nil)),
+		processor: &handlers.Processor{Clock: options.Clock},
+		run:       lifecycle.New(options.ResyncPeriod),
 	}
 	f.trust.StartGrace = options.internal.startGrace
+	f.zone.Init(f.processor, f.indexer, &f.recent)
 	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
 		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV}, proverOwner{f})
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
@@ -161,21 +157,9 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 }
 
 // listIsCompressed reports whether a list of the informer's objects would
-// take at least limit bytes in protobuf (see listCompressedBytes). Objects
-// without a protobuf size (unstructured, custom types) say no: the
-// watch-list stays.
+// take at least limit bytes in protobuf (see listCompressedBytes).
 func (f *FreshInformer) listIsCompressed(limit int) bool {
-	n := 0
-	for _, obj := range f.indexer.List() {
-		s, ok := obj.(interface{ Size() int })
-		if !ok {
-			return false
-		}
-		if n += s.Size(); n >= limit {
-			return true
-		}
-	}
-	return false
+	return guard.ListIsCompressed(f.indexer, limit)
 }
 
 // starting tells the informer its factory's Start is about to run it, so
@@ -260,20 +244,18 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 		case <-ctx.Done():
 		case <-controller.HasSyncedChecker().Done():
 			f.applyMu.Lock()
-			close(f.synced)
+			f.run.MarkSynced()
 			f.processor.UpstreamSynced()
 			f.applyMu.Unlock()
 		}
 	})
-	if f.resyncCheckPeriod > 0 {
-		wg.Go(func() { f.resyncLoop(ctx, queue, f.resyncCheckPeriod) })
+	if period := f.run.ResyncCheckPeriod(); period > 0 {
+		wg.Go(func() { f.processor.RunResyncs(ctx, period, queue.Resync, f.log()) })
 	}
 
 	controller.RunWithContext(ctx)
 
-	f.mu.Lock()
-	f.stopped = true
-	f.mu.Unlock()
+	f.run.Stop()
 	f.prover.Stop()
 	due, _ := f.trust.Submit(trust.Run{Stopped: true})
 	due.Run()
@@ -285,82 +267,40 @@ func (f *FreshInformer) RunWithContext(ctx context.Context) {
 }
 
 // begin marks the informer running and builds its controller over the
-// guarded queue and ListerWatcher; it returns a nil controller if the
-// informer has run before.
-func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (toolscache.Controller, toolscache.Queue) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.running || f.stopped {
-		return nil, nil
-	}
-	f.running = true
-	f.trust.Submit(trust.Run{})
-	f.logger.Store(&logger)
-	f.guard.SetLogger(logger)
-	if f.cfg.staleReads != nil {
-		f.cfg.staleReads.Started(logger) // says, once, that it is on
-	}
-	if f.cfg.initialFloorErr != nil {
-		logger.Error(f.cfg.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
-	}
-	f.prover.Start(ctx)
-	queue := f.guard.NewQueue(toolscache.RealFIFOOptions{
-		Logger:                &logger,
-		Name:                  f.cfg.description,
-		KeyFunction:           toolscache.MetaNamespaceKeyFunc,
-		Transformer:           f.transform,
-		Identifier:            f.cfg.identifier,
-		UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
+// guarded queue and ListerWatcher, with the run state's lock held; it
+// returns a nil controller if the informer has run before.
+func (f *FreshInformer) begin(ctx context.Context, logger klog.Logger) (controller toolscache.Controller, queue toolscache.Queue) {
+	controller = f.run.Begin(func(transform toolscache.TransformFunc, onWatchError toolscache.WatchErrorHandlerWithContext) toolscache.Controller {
+		f.trust.Submit(trust.Run{})
+		f.logger.Store(&logger)
+		f.guard.SetLogger(logger)
+		if f.cfg.staleReads != nil {
+			f.cfg.staleReads.Started(logger) // says, once, that it is on
+		}
+		if f.cfg.initialFloorErr != nil {
+			logger.Error(f.cfg.initialFloorErr, "Ignoring the initial floor: not a comparable resource version")
+		}
+		f.prover.Start(ctx)
+		queue = f.guard.NewQueue(toolscache.RealFIFOOptions{
+			Logger:                &logger,
+			Name:                  f.cfg.description,
+			KeyFunction:           toolscache.MetaNamespaceKeyFunc,
+			Transformer:           transform,
+			Identifier:            f.cfg.identifier,
+			UnlockWhileProcessing: clientgofeatures.FeatureGates().Enabled(clientgofeatures.UnlockWhileProcessingFIFO),
+		})
+		return toolscache.New(&toolscache.Config{
+			Queue:             queue,
+			ListerWatcher:     f.guard.ListerWatcher(f.cfg.lw),
+			Process:           f.handleDeltas,
+			ProcessBatch:      f.handleBatch,
+			ObjectType:        f.cfg.objectType,
+			ObjectDescription: f.cfg.description,
+			// Resyncs run on the informer's clock (RunResyncs), not the
+			// Reflector's real one: WithClock drives them as client-go's
+			// informer clock does.
+			WatchErrorHandlerWithContext: f.guard.WatchErrorHandler(onWatchError),
+		})
 	})
-	f.controller = toolscache.New(&toolscache.Config{
-		Queue:             queue,
-		ListerWatcher:     f.guard.ListerWatcher(f.cfg.lw),
-		Process:           f.handleDeltas,
-		ProcessBatch:      f.handleBatch,
-		ObjectType:        f.cfg.objectType,
-		ObjectDescription: f.cfg.description,
-		// Resyncs run on the informer's clock (resyncLoop), not the
-		// Reflector's real one: WithClock drives them as client-go's
-		// informer clock does.
-		WatchErrorHandlerWithContext: watchErrorHandler(f.guard, f.watchErrorHandler),
-	})
-	return f.controller, queue
-}
-
-// resyncLoop checks every period, on the informer's clock, whether a
-// handler is due for a resync, and if one is, queues a resync of every
-// cached object (delivered as updates to the handlers that are due).
-func (f *FreshInformer) resyncLoop(ctx context.Context, queue toolscache.Queue, period time.Duration) {
-	t := f.cfg.clock.NewTimer(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		if f.processor.ShouldResync() {
-			if err := queue.Resync(); err != nil {
-				f.log().Error(err, "Failed to queue a resync")
-			}
-		}
-		t.Reset(period)
-	}
-}
-
-// watchErrorHandler is the user's handler, or client-go's default except
-// for refused stale lists: the Guard logged those already (at V(2)), and
-// client-go's default would report each at error level while a lagging
-// replica catches up. errors.Is(err, reflector.ErrStaleList) holds in the
-// user's handler too (guard.Reported).
-func watchErrorHandler(g *guard.Guard, user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
-	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		err = g.Reported(err)
-		switch {
-		case user != nil:
-			user(ctx, r, err)
-		case !errors.Is(err, reflector.ErrStaleList):
-			toolscache.DefaultWatchErrorHandler(ctx, r, err)
-		}
-	}
+	return controller, queue
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/freshinformer/freshinformer/internal/resources"
+	"github.com/freshinformer/freshinformer/internal/factory"
 )
 
 // ErrNotWatched is matched by Admits' error for an object outside the
@@ -36,13 +34,7 @@ type InformerList []*FreshInformer
 
 // FreshInformersForResource implements InformerSource.
 func (l InformerList) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
-	var out []*FreshInformer
-	for _, inf := range l {
-		if inf.Resource() == gr {
-			out = append(out, inf)
-		}
-	}
-	return out
+	return factory.OfResource(l, gr)
 }
 
 // Sources joins InformerSources (two factories, say).
@@ -50,15 +42,7 @@ type Sources []InformerSource
 
 // FreshInformersForResource implements InformerSource.
 func (s Sources) FreshInformersForResource(gr schema.GroupResource) []*FreshInformer {
-	var out []*FreshInformer
-	for _, src := range s {
-		for _, inf := range src.FreshInformersForResource(gr) {
-			if !slices.Contains(out, inf) {
-				out = append(out, inf)
-			}
-		}
-	}
-	return out
+	return factory.Joined(s, gr, InformerSource.FreshInformersForResource)
 }
 
 // ResourceResolver is implemented by InformerSources that can tell the
@@ -72,43 +56,12 @@ type ResourceResolver interface {
 // ResourceFor implements ResourceResolver by the informers' example
 // objects' Go types.
 func (l InformerList) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
-	return resourceByType(l, obj)
+	return factory.ResourceByType(l, obj, func(inf *FreshInformer) runtime.Object { return inf.cfg.objectType })
 }
 
 // ResourceFor implements ResourceResolver: the first source that can tell.
 func (s Sources) ResourceFor(obj runtime.Object) (schema.GroupResource, error) {
-	err := fmt.Errorf("%w: %s", ErrUnknownResource, resources.TypeName(obj))
-	for _, src := range s {
-		if r, ok := src.(ResourceResolver); ok {
-			gr, rerr := r.ResourceFor(obj)
-			if rerr == nil {
-				return gr, nil
-			}
-			err = rerr
-		}
-	}
-	return schema.GroupResource{}, err
-}
-
-// resourceByType finds the resource of the informer whose example object
-// has obj's Go type (its reflect.Type: two packages' types may print
-// alike); unstructured objects, and types no single informer has, are
-// named by their kind instead.
-func resourceByType(infs []*FreshInformer, obj runtime.Object) (schema.GroupResource, error) {
-	if _, ok := obj.(runtime.Unstructured); !ok {
-		var found []schema.GroupResource
-		for _, inf := range infs {
-			gr := inf.Resource()
-			if reflect.TypeOf(inf.cfg.objectType) == reflect.TypeOf(obj) && !gr.Empty() && !slices.Contains(found, gr) {
-				found = append(found, gr)
-			}
-		}
-		if len(found) == 1 {
-			return found[0], nil
-		}
-	}
-	gvr, err := (resources.Mapper{}).ResourceFor(obj)
-	return gvr.GroupResource(), err
+	return factory.FirstResource(s, obj)
 }
 
 // FreshInformerOf returns the FreshInformer behind inf: inf itself, or the
@@ -131,7 +84,7 @@ func FreshInformerOf(inf toolscache.SharedInformer) (*FreshInformer, bool) {
 
 // ErrNotFreshInformer is matched by WaitForFreshness's error for an
 // informer that cannot wait for freshness.
-var ErrNotFreshInformer = errors.New("the informer is not freshness-aware")
+var ErrNotFreshInformer = factory.ErrNotFreshInformer
 
 // WaitForFreshness waits until inf has applied rv: inf may be a
 // FreshInformer, a WrappedInformer, or a typed view of a FreshInformer as

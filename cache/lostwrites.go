@@ -4,6 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
@@ -28,10 +29,7 @@ func (f *FreshInformer) RecordWrittenObject(written metav1.Object) error {
 		f.cfg.staleReads.Wrote(written)
 	}
 	rv, _ := freshness.ParseRV(written.GetResourceVersion()) // RecordWrite validated it
-	key := written.GetName()
-	if ns := written.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
+	key := resources.Key(written.GetNamespace(), written.GetName())
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
 	state, applied := f.trust.Owned() // applyMu held: they change only under it

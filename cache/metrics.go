@@ -1,11 +1,9 @@
 package cache
 
 import (
-	"context"
-	"errors"
 	"time"
 
-	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
 // WaitOutcome says how a WaitForFreshness call ended, for metrics.
@@ -13,30 +11,16 @@ type WaitOutcome string
 
 // The outcomes of WaitForFreshness.
 const (
-	WaitFresh        WaitOutcome = "fresh"        // the cache reached the target
-	WaitTimeout      WaitOutcome = "timeout"      // the context's deadline passed
-	WaitCanceled     WaitOutcome = "canceled"     // the context was cancelled
-	WaitStopped      WaitOutcome = "stopped"      // the informer stopped, or never started
-	WaitIncomparable WaitOutcome = "incomparable" // the target or the stream cannot be ordered
-	WaitTooLarge     WaitOutcome = "too_large"    // a consistent read showed the server behind the target
+	WaitFresh        WaitOutcome = trust.OutcomeFresh        // the cache reached the target
+	WaitTimeout      WaitOutcome = trust.OutcomeTimeout      // the context's deadline passed
+	WaitCanceled     WaitOutcome = trust.OutcomeCanceled     // the context was cancelled
+	WaitStopped      WaitOutcome = trust.OutcomeStopped      // the informer stopped, or never started
+	WaitIncomparable WaitOutcome = trust.OutcomeIncomparable // the target or the stream cannot be ordered
+	WaitTooLarge     WaitOutcome = trust.OutcomeTooLarge     // a consistent read showed the server behind the target
 )
 
-// outcomeOf classifies WaitForFreshness's result.
-func outcomeOf(err error) WaitOutcome {
-	switch {
-	case err == nil:
-		return WaitFresh
-	case errors.Is(err, freshness.ErrIncomparable):
-		return WaitIncomparable
-	case errors.Is(err, freshness.ErrStopped), errors.Is(err, freshness.ErrNotStarted):
-		return WaitStopped
-	case errors.Is(err, freshness.ErrTooLargeResourceVersion):
-		return WaitTooLarge
-	case errors.Is(err, context.DeadlineExceeded):
-		return WaitTimeout
-	}
-	return WaitCanceled
-}
+// outcomeOf classifies WaitForFreshness's result (trust.Outcome).
+func outcomeOf(err error) WaitOutcome { return WaitOutcome(trust.Outcome(err)) }
 
 // MetricsProvider makes the metrics of each informer it is given to with
 // WithMetrics. Package metrics implements it for Prometheus.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/freshinformer/freshinformer/internal/resources"
+	"github.com/freshinformer/freshinformer/internal/scope"
 	"github.com/freshinformer/freshinformer/reflector"
 	"github.com/freshinformer/freshinformer/stalereads"
 )
@@ -138,19 +139,7 @@ type Selector struct {
 
 // SelectorOf derives a Selector from a namespace and a list options tweak.
 func SelectorOf(namespace string, tweak func(*metav1.ListOptions)) Selector {
-	s := Selector{Namespace: namespace}
-	if tweak == nil {
-		return s
-	}
-	var o metav1.ListOptions
-	tweak(&o)
-	if l, err := labels.Parse(o.LabelSelector); err == nil && !l.Empty() {
-		s.Labels = l
-	}
-	if f, err := fields.ParseSelector(o.FieldSelector); err == nil && !f.Empty() {
-		s.Fields = f
-	}
-	return s
+	return Selector(scope.Of(namespace, tweak))
 }
 
 // WithSelector tells the informer what its ListerWatcher lists.

@@ -10,6 +10,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/prove"
 	"github.com/freshinformer/freshinformer/internal/recorded"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -109,7 +110,7 @@ type ProbeStats struct {
 func (f *FreshInformer) ProbeStats() ProbeStats {
 	s := f.prover.Stats()
 	return ProbeStats{Probes: s.Probes, Requests: s.Requests, Advances: f.trust.View().Advances, Relists: s.Relists,
-		Snapshots: s.Snapshots, SnapshotMatches: s.SnapshotMatches, BehindSnapshot: f.zone.behind.Load()}
+		Snapshots: s.Snapshots, SnapshotMatches: s.SnapshotMatches, BehindSnapshot: f.zone.Behind()}
 }
 
 // ServerResourceVersion asks the server for the resource's current
@@ -172,14 +173,14 @@ func (c cacheView) CachedRV(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return resourceVersion(obj), true
+	return resources.ResourceVersion(obj), true
 }
 
 func (c cacheView) Proved(rv freshness.RV, st trust.Stamp) bool {
 	due, ok := c.f.trust.Submit(trust.Proof{To: rv, Stamp: st})
 	c.f.settle(due)
 	if ok {
-		c.f.zone.end = rv // the stream behind the snapshot (zone.go)
+		c.f.zone.Begin(rv) // the stream behind the snapshot (internal/snapshotzone)
 	}
 	return ok
 }
@@ -206,7 +207,7 @@ func (f *FreshInformer) beginRestore(r reflector.Regression, st trust.Stamp) {
 		return
 	}
 	f.recent.Reset()
-	f.endZone()
+	f.zone.End()
 	f.written.Reset()
 	slices.Sort(r.SampleKeys)
 	f.declare = append(f.declare, r)

@@ -36,7 +36,7 @@ func queuedInformerOn(t *testing.T, lw toolscache.ListerWatcher, transform tools
 	if err := inf.SetTransform(transform); err != nil {
 		t.Fatal(err)
 	}
-	q := inf.guard.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc, Transformer: inf.transform})
+	q := inf.guard.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc, Transformer: transform})
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { defer close(done); inf.processor.Run(stop) }() // handlers are called
 	t.Cleanup(func() { close(stop); <-done; q.Close() })

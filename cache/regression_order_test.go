@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -24,7 +25,7 @@ func TestRegressionIsDeclaredBeforeTheIndexerGoesBack(t *testing.T) {
 		waitFresh(t, inf, "305")
 		var written, undeclared atomic.Int64
 		if err := inf.AddIndexers(toolscache.Indexers{"older-state": func(obj any) ([]string, error) {
-			if resourceVersion(obj) == "255" { // a's older state, about to be visible
+			if resources.ResourceVersion(obj) == "255" { // a's older state, about to be visible
 				written.Add(1)
 				if inf.Stats().Regressions == 0 || reported.Load() == 0 {
 					undeclared.Add(1)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -94,7 +95,7 @@ func TestKeysWentBackDeclaredBeforeHandlersHear(t *testing.T) {
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, scriptOptions(WithRegressionHandler(func(reflector.Regression) { declared.Store(true) }))...)
 	sawBack := make(chan bool, 1)
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
-		if resourceVersion(obj) == "255" {
+		if resources.ResourceVersion(obj) == "255" {
 			sawBack <- declared.Load()
 		}
 	}}); err != nil {

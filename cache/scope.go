@@ -1,18 +1,12 @@
 package cache
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/klog/v2"
 
-	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/resources"
+	"github.com/freshinformer/freshinformer/internal/scope"
 )
 
 // Selector returns what the informer lists (WithSelector; the factories
@@ -22,39 +16,15 @@ func (f *FreshInformer) Selector() Selector { return f.cfg.selector }
 
 // LabelSelector returns the label selector as the API takes it, "" for
 // everything.
-func (s Selector) LabelSelector() string {
-	if s.Labels == nil || s.Labels.Empty() {
-		return ""
-	}
-	return s.Labels.String()
-}
+func (s Selector) LabelSelector() string { return scope.Scope(s).LabelSelector() }
 
 // FieldSelector returns the field selector as the API takes it, "" for
 // everything.
-func (s Selector) FieldSelector() string {
-	if s.Fields == nil || s.Fields.Empty() {
-		return ""
-	}
-	return s.Fields.String()
-}
+func (s Selector) FieldSelector() string { return scope.Scope(s).FieldSelector() }
 
 // String describes the scope: "all namespaces", "namespace ns, labels
 // app=x", ...
-func (s Selector) String() string {
-	var parts []string
-	if s.Namespace == "" {
-		parts = append(parts, "all namespaces")
-	} else {
-		parts = append(parts, "namespace "+s.Namespace)
-	}
-	if l := s.LabelSelector(); l != "" {
-		parts = append(parts, "labels "+l)
-	}
-	if f := s.FieldSelector(); f != "" {
-		parts = append(parts, "fields "+f)
-	}
-	return strings.Join(parts, ", ")
-}
+func (s Selector) String() string { return scope.Scope(s).String() }
 
 // Admits returns nil if the informer's scope lets it see obj, and an error
 // matching ErrNotWatched, saying why not, otherwise. Cluster-scoped
@@ -62,7 +32,7 @@ func (s Selector) String() string {
 // fields other than metadata.name and metadata.namespace cannot be checked
 // here and admits everything.
 func (f *FreshInformer) Admits(obj metav1.Object) error {
-	why := f.cfg.selector.excludes(obj.GetNamespace(), obj.GetName(), obj.GetLabels())
+	why := scope.Scope(f.cfg.selector).Excludes(obj.GetNamespace(), obj.GetName(), obj.GetLabels())
 	if why == "" {
 		return nil
 	}
@@ -76,42 +46,5 @@ func (f *FreshInformer) Admits(obj metav1.Object) error {
 // requirement on any other field counts as met (it cannot be checked
 // here).
 func (s Selector) Matches(namespace, name string, objLabels map[string]string) bool {
-	return s.excludes(namespace, name, objLabels) == ""
-}
-
-// excludes says which part of the scope rejects the object, "" if none.
-func (s Selector) excludes(namespace, name string, objLabels map[string]string) string {
-	if s.Namespace != "" && namespace != "" && namespace != s.Namespace {
-		return "namespace " + s.Namespace
-	}
-	if s.Labels != nil && !s.Labels.Matches(labels.Set(objLabels)) {
-		return "label selector " + s.Labels.String()
-	}
-	if s.Fields != nil {
-		set := fields.Set{"metadata.name": name, "metadata.namespace": namespace}
-		for _, r := range s.Fields.Requirements() {
-			v, checkable := set[r.Field]
-			if !checkable {
-				continue
-			}
-			if (r.Operator == selection.NotEquals) == (v != r.Value) {
-				continue // met
-			}
-			return "field selector " + s.Fields.String()
-		}
-	}
-	return ""
-}
-
-// logIncomparable logs the switch to plain mode. Objects without any
-// resource version come from client-go's fake clientsets, not from a
-// server: that is expected in unit tests, so it is logged at V(2), not as
-// an error (package freshtest makes the fakes stamp resource versions).
-func logIncomparable(logger klog.Logger, err error) {
-	var ie *freshness.IncomparableError
-	if errors.As(err, &ie) && ie.ResourceVersion == "" {
-		logger.V(2).Info("Objects carry no resource version (a fake clientset?); working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
-		return
-	}
-	logger.Error(err, "Resource versions cannot be ordered; working as a plain informer, WaitForFreshness will fail with ErrIncomparable")
+	return scope.Scope(s).Excludes(namespace, name, objLabels) == ""
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/informertest"
 	"github.com/freshinformer/freshinformer/internal/prove"
+	"github.com/freshinformer/freshinformer/internal/resources"
 )
 
 // streamMode picks the Reflector's path: a list then a watch, or a
@@ -292,13 +293,13 @@ func (r *recorder) record(s string) {
 }
 
 func (r *recorder) OnAdd(obj any, initial bool) {
-	r.record(fmt.Sprintf("add %s@%s initial=%v", name(obj), resourceVersion(obj), initial))
+	r.record(fmt.Sprintf("add %s@%s initial=%v", name(obj), resources.ResourceVersion(obj), initial))
 }
 func (r *recorder) OnUpdate(old, obj any) {
-	r.record(fmt.Sprintf("update %s@%s->%s", name(obj), resourceVersion(old), resourceVersion(obj)))
+	r.record(fmt.Sprintf("update %s@%s->%s", name(obj), resources.ResourceVersion(old), resources.ResourceVersion(obj)))
 }
 func (r *recorder) OnDelete(obj any) {
-	r.record(fmt.Sprintf("delete %s@%s", name(obj), resourceVersion(obj)))
+	r.record(fmt.Sprintf("delete %s@%s", name(obj), resources.ResourceVersion(obj)))
 }
 
 func (r *recorder) get() []string {
@@ -327,7 +328,7 @@ func name(obj any) string {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		return "tombstone:" + d.Key
 	}
-	if m := asMeta(obj); m != nil {
+	if m := resources.Meta(obj); m != nil {
 		return m.GetName()
 	}
 	return fmt.Sprintf("%T", obj)

@@ -10,9 +10,6 @@ import (
 	"github.com/freshinformer/freshinformer/internal/trust"
 
 	toolscache "k8s.io/client-go/tools/cache"
-
-	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // AddEventHandler adds a handler with the informer's default resync period.
@@ -29,37 +26,9 @@ func (f *FreshInformer) AddEventHandlerWithResyncPeriod(handler toolscache.Resou
 // started, it first receives the cached objects as initial-list adds; its
 // registration's HasSynced turns true once it has handled them all.
 func (f *FreshInformer) AddEventHandlerWithOptions(handler toolscache.ResourceEventHandler, options toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped {
-		return nil, fmt.Errorf("handler %v was not added to shared informer because it has stopped already", handler)
-	}
-	logger := ptr.Deref(options.Logger, klog.Background())
-	resync := ptr.Deref(options.ResyncPeriod, f.defaultHandlerResync)
-	if resync > 0 && resync < handlers.MinimumResyncPeriod {
-		logger.Info("Warning: resync period is too small; using the minimum", "resyncPeriod", resync, "minimum", handlers.MinimumResyncPeriod)
-		resync = handlers.MinimumResyncPeriod
-	}
-	if resync > 0 && resync < f.resyncCheckPeriod && !f.running {
-		f.resyncCheckPeriod = resync
-		f.processor.ResyncCheckPeriodChanged(logger, resync)
-	}
-	l := handlers.NewListener(logger, handler, resync, handlers.EffectiveResync(logger, resync, f.resyncCheckPeriod), f.cfg.clock.Now())
-	if !f.running {
-		f.processor.AddListener(l)
-		return l, nil
-	}
-
-	f.applyMu.Lock()
-	defer f.applyMu.Unlock()
-	f.processor.AddListener(l)
-	for _, obj := range f.indexer.List() {
-		l.Add(handlers.Notification{Kind: handlers.Add, NewObj: obj, InitialList: true})
-	}
-	select {
-	case <-f.synced: // synced before this handler joined: its initial list is queued
-		l.UpstreamHasSynced()
-	default: // the informer's sync will tell it
+	l, err := f.run.AddHandler(f.processor, handler, options, &f.applyMu, f.indexer.List)
+	if err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -109,7 +78,7 @@ func (v indexerView) LastStoreSyncResourceVersion() string {
 
 // AddIndexers adds indexers to the informer's indexer.
 func (f *FreshInformer) AddIndexers(indexers toolscache.Indexers) error {
-	if f.IsStopped() { // f.mu before applyMu, as everywhere
+	if f.IsStopped() { // the run state's lock before applyMu, as everywhere
 		return errors.New("indexer was not added because it has stopped already")
 	}
 	f.applyMu.Lock()
@@ -134,35 +103,16 @@ func (v controllerView) HasSyncedChecker() toolscache.DoneChecker { return v.f.H
 func (v controllerView) LastSyncResourceVersion() string { return v.f.LastSyncResourceVersion() }
 
 // HasSynced reports whether the initial list has been applied.
-func (f *FreshInformer) HasSynced() bool {
-	select {
-	case <-f.synced:
-		return true
-	default:
-		return false
-	}
-}
+func (f *FreshInformer) HasSynced() bool { return f.run.HasSynced() }
 
 // HasSyncedChecker is HasSynced as a toolscache.DoneChecker.
-func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker { return syncedChecker{f} }
-
-type syncedChecker struct{ f *FreshInformer }
-
-func (c syncedChecker) Name() string { return c.f.cfg.description }
-
-func (c syncedChecker) Done() <-chan struct{} { return c.f.synced }
+func (f *FreshInformer) HasSyncedChecker() toolscache.DoneChecker {
+	return f.run.SyncedChecker(f.cfg.description)
+}
 
 // LastSyncResourceVersion is the resource version the Reflector last
 // received (not necessarily applied yet; see LastObservedResourceVersion).
-func (f *FreshInformer) LastSyncResourceVersion() string {
-	f.mu.Lock()
-	c := f.controller
-	f.mu.Unlock()
-	if c == nil {
-		return ""
-	}
-	return c.LastSyncResourceVersion()
-}
+func (f *FreshInformer) LastSyncResourceVersion() string { return f.run.LastSyncResourceVersion() }
 
 // SetWatchErrorHandler sets the handler called when a list or watch fails;
 // before Run only.
@@ -173,29 +123,14 @@ func (f *FreshInformer) SetWatchErrorHandler(handler toolscache.WatchErrorHandle
 // SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context;
 // before Run only.
 func (f *FreshInformer) SetWatchErrorHandlerWithContext(handler toolscache.WatchErrorHandlerWithContext) error {
-	return f.beforeStart(func() { f.watchErrorHandler = handler })
+	return f.run.SetWatchErrorHandler(handler)
 }
 
 // SetTransform sets a function applied to every object before it is cached
 // and delivered; before Run only.
 func (f *FreshInformer) SetTransform(handler toolscache.TransformFunc) error {
-	return f.beforeStart(func() { f.transform = handler })
-}
-
-// beforeStart applies a setting that the informer reads when it starts.
-func (f *FreshInformer) beforeStart(set func()) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.running {
-		return errors.New("informer has already started")
-	}
-	set()
-	return nil
+	return f.run.SetTransform(handler)
 }
 
 // IsStopped reports whether the informer has stopped.
-func (f *FreshInformer) IsStopped() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stopped
-}
+func (f *FreshInformer) IsStopped() bool { return f.run.Stopped() }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/detector"
+	"github.com/freshinformer/freshinformer/internal/scope"
 	"github.com/freshinformer/freshinformer/reflector"
 )
 
@@ -46,15 +47,5 @@ func (f *FreshInformer) StaleReads() (found uint64, on bool) {
 // a field selector on a field Admits cannot check counts as no, for the
 // stale-read detector, which reports an absent object only then.
 func (f *FreshInformer) certainlyAdmits(obj metav1.Object) bool {
-	if f.Admits(obj) != nil {
-		return false
-	}
-	if f.cfg.selector.Fields != nil {
-		for _, r := range f.cfg.selector.Fields.Requirements() {
-			if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-				return false
-			}
-		}
-	}
-	return true
+	return f.Admits(obj) == nil && scope.Scope(f.cfg.selector).Checkable()
 }

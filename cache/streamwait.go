@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	toolscache "k8s.io/client-go/tools/cache"
-
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/internal/rvwait"
 )
 
@@ -98,26 +94,5 @@ func (f *FreshInformer) ServerResourceVersionOf(ctx context.Context, namespace, 
 	if s := f.Selector(); s.Fields != nil && !s.Fields.Empty() {
 		return "", false, fmt.Errorf("freshinformer: informer of %s has a field selector of its own (%s)", f.cfg.resource, s.Fields)
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", name)
-	if namespace != "" {
-		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector("metadata.namespace", namespace))
-	}
-	obj, err := toolscache.ToListerWatcherWithContext(f.cfg.lw).ListWithContext(ctx, metav1.ListOptions{FieldSelector: sel.String()})
-	if err != nil {
-		return "", false, err
-	}
-	items, err := meta.ExtractList(obj)
-	if err != nil {
-		return "", false, err
-	}
-	for _, item := range items {
-		m, err := meta.Accessor(item)
-		if err != nil {
-			return "", false, err
-		}
-		if m.GetName() == name && (namespace == "" || m.GetNamespace() == namespace) {
-			return m.GetResourceVersion(), true, nil
-		}
-	}
-	return "", false, nil
+	return probe.ObjectResourceVersion(ctx, f.cfg.lw, namespace, name)
 }

@@ -39,6 +39,9 @@
 //   - wait.go: waits and read barriers (Sync) over several informers.
 //   - generic.go: the GenericInformer ForResource returns.
 //   - informer.go: Informer, Spec and Config, what package cache supplies.
+//   - generated.go, informerfor.go: cache.InformerFor, which puts an
+//     informer in a code-generated (informer-gen) factory: the shape of
+//     the generated code it relies on, and what it does with it.
 //
 // # No reflection, small programs
 //
@@ -95,5 +98,6 @@
 //
 // One lookup by resource, FreshInformersForResource (which makes both
 // factories a cache.InformerSource), and cache.FreshInformerOf for an
-// informer in hand.
+// informer in hand. lookup.go has the lookups of cache.InformerList and
+// cache.Sources.
 package factory

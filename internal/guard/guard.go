@@ -18,6 +18,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -396,6 +397,42 @@ func (g *Guard) Reported(err error) error {
 		return err
 	}
 	return &refusedError{msg: err.Error(), cause: refusal}
+}
+
+// ListIsCompressed reports whether a list of store's objects would take
+// at least limit bytes in protobuf: the informer's ListAfterFailure, with
+// the apiserver's compression threshold as limit. Objects without a
+// protobuf size (unstructured, custom types) say no: the watch-list stays.
+func ListIsCompressed(store toolscache.Store, limit int) bool {
+	n := 0
+	for _, obj := range store.List() {
+		s, ok := obj.(interface{ Size() int })
+		if !ok {
+			return false
+		}
+		if n += s.Size(); n >= limit {
+			return true
+		}
+	}
+	return false
+}
+
+// WatchErrorHandler is the informer's Reflector's watch error handler:
+// user's, or client-go's default except for refused stale lists, which
+// the Guard logged already (at V(2)), and which client-go's default would
+// report each at error level while a lagging replica catches up.
+// errors.Is(err, reflector.ErrStaleList) holds in user's handler too
+// (Reported).
+func (g *Guard) WatchErrorHandler(user toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		err = g.Reported(err)
+		switch {
+		case user != nil:
+			user(ctx, r, err)
+		case !errors.Is(err, reflector.ErrStaleList):
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		}
+	}
 }
 
 // refusedError keeps a flattened error's message and restores its cause.

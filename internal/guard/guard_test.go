@@ -529,3 +529,16 @@ func TestWatchListAfterAFailureBecomesAList(t *testing.T) {
 		})
 	}
 }
+
+func TestStaleListErrorsAreNotReportedAsFailures(t *testing.T) {
+	var reported []error
+	record := func(_ context.Context, _ *toolscache.Reflector, err error) { reported = append(reported, err) }
+	// client-go's default handler dereferences the Reflector: with nil it
+	// panics unless the stale list is skipped.
+	g := New(Options{})
+	g.WatchErrorHandler(nil)(context.Background(), nil, &reflector.StaleListError{ListResourceVersion: "1", Floor: "2"})
+	g.WatchErrorHandler(record)(context.Background(), nil, errors.New("boom"))
+	if len(reported) != 1 {
+		t.Fatalf("a user's handler must get every error: %v", reported)
+	}
+}

@@ -7,6 +7,7 @@
 package handlers
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -210,7 +211,7 @@ func (l *Listener) shutdown() {
 
 // Processor fans notifications out to listeners.
 type Processor struct {
-	Clock clock.PassiveClock // the informer's: resyncs are due on it
+	Clock clock.Clock // the informer's: resyncs are due and checked on it
 
 	mu        sync.RWMutex // guards listeners and running; taken under applyMu, before Listener.mu
 	listeners []*Listener
@@ -304,6 +305,28 @@ func (p *Processor) ShouldResync() bool {
 		}
 	}
 	return due
+}
+
+// RunResyncs checks every period, on the Processor's clock, whether a
+// handler is due for a resync, and if one is, calls resync (the informer
+// queues a resync of every cached object, delivered as updates to the
+// handlers that are due), until ctx ends.
+func (p *Processor) RunResyncs(ctx context.Context, period time.Duration, resync func() error, logger klog.Logger) {
+	t := p.Clock.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if p.ShouldResync() {
+			if err := resync(); err != nil {
+				logger.Error(err, "Failed to queue a resync")
+			}
+		}
+		t.Reset(period)
+	}
 }
 
 // ResyncCheckPeriodChanged re-derives every Listener's resync period.

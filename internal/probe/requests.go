@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -36,6 +37,35 @@ func ServerResourceVersion(ctx context.Context, lw toolscache.ListerWatcher) (fr
 		return freshness.RV{}, fmt.Errorf("the server's list resource version: %w", err)
 	}
 	return rv, nil
+}
+
+// ObjectResourceVersion reads the server's resource version of one
+// object with a consistent list through lw (the informer's namespace and
+// list options) narrowed to namespace and name by field selector; found
+// is false when the server has no such object.
+func ObjectResourceVersion(ctx context.Context, lw toolscache.ListerWatcher, namespace, name string) (rv string, found bool, err error) {
+	sel := fields.OneTermEqualSelector("metadata.name", name)
+	if namespace != "" {
+		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector("metadata.namespace", namespace))
+	}
+	obj, err := toolscache.ToListerWatcherWithContext(lw).ListWithContext(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return "", false, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return "", false, err
+	}
+	for _, item := range items {
+		m, err := meta.Accessor(item)
+		if err != nil {
+			return "", false, err
+		}
+		if m.GetName() == name && (namespace == "" || m.GetNamespace() == namespace) {
+			return m.GetResourceVersion(), true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // AuxResult says how an auxiliary watch ended.

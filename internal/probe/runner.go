@@ -5,8 +5,10 @@
 // flight per informer, and stopping the informer ends it and waits for it.
 // An informer's Scheduler and Runners share one lock (Mu), its prover's.
 // The requests: ServerResourceVersion (a consistent read of the server's
-// resource version) and AuxWatch (a watch whose bookmarks prove that the
-// informer's stream holds no event up to a resource version). A Scheduler
+// resource version), ObjectResourceVersion (the same of one object, for
+// cache.FreshInformer.ServerResourceVersionOf) and AuxWatch (a watch whose
+// bookmarks prove that the informer's stream holds no event up to a
+// resource version). A Scheduler
 // decides when the quiet-resource probe runs (while waits are pending and
 // the stream makes no progress, backing off), and Reads keeps what
 // consistent reads told of the server (the newest resource version, and

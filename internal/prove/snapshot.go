@@ -104,7 +104,7 @@ func (p *Prover) snapshotProbe(ctx context.Context, st trust.Stamp) (server fres
 //     snapshot's resource version, and the applied one moves there
 //     (proved). Events in between can only concern keys created and
 //     deleted again before the snapshot: the stream still delivers them,
-//     to handlers but not to the indexer (package cache, zone.go). A key
+//     to handlers but not to the indexer (internal/snapshotzone). A key
 //     listed older than a write recorded for it that the snapshot covers
 //     is a lost write: declared before any wait it releases;
 //   - anything else proves nothing.

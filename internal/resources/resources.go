@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 )
 
 // ErrUnknown is matched by the error of a lookup that cannot tell which
@@ -91,4 +92,21 @@ func Key(namespace, name string) string {
 		return name
 	}
 	return namespace + "/" + name
+}
+
+// ResourceVersion returns obj's resource version, "" if it has no object
+// metadata.
+func ResourceVersion(obj any) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
+// Meta returns obj's object metadata for klog.KObj, nil if it has none.
+func Meta(obj any) klog.KMetadata {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m
+	}
+	return nil
 }

@@ -1,0 +1,67 @@
+package snapshotzone
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/recorded"
+)
+
+func cm(name, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+}
+
+func rv(t *testing.T, s string) freshness.RV {
+	t.Helper()
+	r, err := freshness.ParseRV(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Events behind a snapshot of keys the cache does not hold reach handlers
+// only, counted; an event of a cached key, or past the snapshot, is not
+// the zone's; the stream passing the snapshot ends the zone, deleting a
+// key whose deletion the stream skipped from handlers' view.
+func TestZone(t *testing.T) {
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	if err := indexer.Add(cm("cached", "5")); err != nil {
+		t.Fatal(err)
+	}
+	p := &handlers.Processor{Clock: testingclock.NewFakeClock(time.Now())}
+	l := handlers.NewListener(klog.Background(), toolscache.ResourceEventHandlerFuncs{}, 0, 0, time.Now())
+	p.AddListener(l)
+	var recent recorded.Recent
+	var z Zone
+	z.Init(p, indexer, &recent)
+	z.StreamAt(rv(t, "10"))
+	if z.Event(handlers.Update, cm("a", "11"), rv(t, "11"), nil) {
+		t.Fatal("a zone event with no zone open")
+	}
+	z.Begin(rv(t, "20"))
+	if got := z.Stream(); got != rv(t, "10") {
+		t.Fatalf("Stream = %v with the zone open", got)
+	}
+	if !z.Event(handlers.Update, cm("a", "12"), rv(t, "12"), nil) || !z.Event(handlers.Update, cm("a", "13"), rv(t, "13"), nil) {
+		t.Fatal("an uncached key's events behind the snapshot are not the zone's")
+	}
+	if z.Event(handlers.Update, cm("cached", "14"), rv(t, "14"), nil) || z.Event(handlers.Update, cm("b", "21"), rv(t, "21"), nil) {
+		t.Fatal("a cached key's event, or one past the snapshot, taken by the zone")
+	}
+	if z.Behind() != 2 || !recent.Contains(rv(t, "13")) || l.Pending() != 2 {
+		t.Fatalf("behind %d, handlers told %d times", z.Behind(), l.Pending())
+	}
+	z.StreamAt(rv(t, "20")) // the stream reaches the snapshot: a's deletion was skipped
+	if l.Pending() != 3 || !z.Stream().IsZero() {
+		t.Fatalf("after the zone ended: handlers told %d times, stream %v", l.Pending(), z.Stream())
+	}
+}
