@@ -1,13 +1,11 @@
 package cache
 
 import (
-	"context"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	internalfactory "github.com/freshinformer/freshinformer/internal/factory"
@@ -25,23 +23,14 @@ import (
 
 // typedClient is what InformerFor lists and watches with: a generated
 // typed client (gentype's, or a hand-written one with the same methods).
-type typedClient[L runtime.Object] interface {
-	List(ctx context.Context, opts metav1.ListOptions) (L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// generatedFactory is what InformerFor needs of an informer-gen factory. F
+// generatedFactory is what InformerFor needs of an informer-gen factory: F
 // is its internalinterfaces.NewInformerFunc, a func(clientset, resync); G
-// its GenericInformer.
-type generatedFactory[F any, G genericInformer] interface {
-	InformerFor(obj runtime.Object, newFunc F) toolscache.SharedIndexInformer
-	ForResource(resource schema.GroupVersionResource) (G, error)
-}
-
-// genericInformer is an informer-gen factory's GenericInformer.
-type genericInformer interface {
-	Informer() toolscache.SharedIndexInformer
-}
+// its GenericInformer (genericInformer).
+type (
+	typedClient[L runtime.Object]              = internalfactory.TypedClient[L]
+	generatedFactory[F any, G genericInformer] = internalfactory.GeneratedFactory[F, G]
+	genericInformer                            = internalfactory.GenericInformer
+)
 
 // ErrUnsupportedFactory is matched by the error of InformerFor and
 // ClusterInformerFor for a factory that does not have the shape of

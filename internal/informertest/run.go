@@ -5,6 +5,11 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/freshinformer/freshinformer/freshness"
 )
 
 // Runner is an informer as the tests run it.
@@ -31,4 +36,20 @@ func Run(t testing.TB, inf Runner) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// ConfigMap returns a ConfigMap ns/name at resource version rv: the
+// object most tests of an informer's machinery need.
+func ConfigMap(name, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+}
+
+// RV parses s, failing the test if it is not a resource version.
+func RV(t testing.TB, s string) freshness.RV {
+	t.Helper()
+	r, err := freshness.ParseRV(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

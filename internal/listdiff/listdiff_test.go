@@ -5,25 +5,18 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 )
 
-func cm(name, rv string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
-}
-
-func rv(t *testing.T, s string) freshness.RV {
-	t.Helper()
-	r, err := freshness.ParseRV(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+// cm and rv are informertest's.
+var (
+	cm = informertest.ConfigMap
+	rv = informertest.RV
+)
 
 // A list moves a key back when it holds it older than cached, or at a
 // state the cache had passed and does not hold (a deleted key brought

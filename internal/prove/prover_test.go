@@ -15,9 +15,16 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
+)
+
+// cm and rv are informertest's.
+var (
+	cm = informertest.ConfigMap
+	rv = informertest.RV
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,19 +93,6 @@ func (c *fakeCache) ProvedGap(_, _ freshness.RV, _ trust.Stamp) {}
 func (c *fakeCache) Restore(r reflector.Regression, _ trust.Stamp) {
 	c.restores = append(c.restores, r)
 	c.inf.view.State, c.inf.view.Applied = trust.Restoring, freshness.RV{}
-}
-
-func rv(t *testing.T, s string) freshness.RV {
-	t.Helper()
-	r, err := freshness.ParseRV(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func cm(name, rv string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
 }
 
 func snap(t *testing.T, at, floor string, items ...runtime.Object) Snapshot {

@@ -4,29 +4,20 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/handlers"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 	"github.com/freshinformer/freshinformer/internal/recorded"
 )
 
-func cm(name, rv string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
-}
-
-func rv(t *testing.T, s string) freshness.RV {
-	t.Helper()
-	r, err := freshness.ParseRV(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+// cm and rv are informertest's.
+var (
+	cm = informertest.ConfigMap
+	rv = informertest.RV
+)
 
 // Events behind a snapshot of keys the cache does not hold reach handlers
 // only, counted; an event of a cached key, or past the snapshot, is not

@@ -9,18 +9,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+var rv = informertest.RV // informertest's
 
-func rv(t *testing.T, s string) freshness.RV {
-	t.Helper()
-	r, err := freshness.ParseRV(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // listedAt returns a Trust trusted at s.
 func listedAt(t *testing.T, s string) *Trust {

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/informertest"
 )
+
+var cm = informertest.ConfigMap // informertest's
 
 // stubInformer is a SharedIndexInformer whose store the test writes.
 type stubInformer struct {
@@ -66,8 +67,4 @@ func TestMalformedObjectSeenLate(t *testing.T) {
 	if got := w.LastObservedResourceVersion(); got != "11" {
 		t.Fatalf("LastObservedResourceVersion = %q", got)
 	}
-}
-
-func cm(name, rv string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
 }
