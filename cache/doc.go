@@ -88,7 +88,8 @@
 //	Regression  found and declared (apply.go), or     held until declared; proofs in
 //	            admitted below the floor (Guard)      flight void
 //	Failure     the Guard: a request failed, a        outage: held until a list or read
-//	            stream broke early                    requested after it answers
+//	            stream broke early                    requested after it answers (or the
+//	                                                  resumed stream passes the floor)
 //	Check       a restore check begins, ends          held while one is in flight
 //	Run         Run begins (or Start is about to),    the start grace ends; stopped
 //	            Run returns
@@ -135,13 +136,17 @@
 //   - an outage: a list or watch request failed, or the server ended a
 //     watch well before its timeout (an apiserver shutting down ends its
 //     streams, and may come back from a restored etcd), and no list
-//     requested after it has been applied, nor a restore check sent after
-//     it answered. The stream that resumes relists first (on the watch
-//     path, without the Reflector's backoff), or, for an informer larger
-//     than the restore check's snapshot, runs the check. An informer whose
-//     objects take 128 KiB or more relists after a failure with a list,
-//     not a watch-list, which a server just back streams slowly (options.go,
-//     listCompressedBytes);
+//     requested after it has been applied, nor a consistent read sent
+//     after it answered. After a failed request the stream relists first
+//     (on the watch path, without the Reflector's backoff; a list, not a
+//     watch-list, from 128 KiB of objects: options.go), or, for an
+//     informer larger than the restore check's snapshot, runs the check.
+//     A stream that only ended early resumes (behind a load balancer on
+//     another apiserver); the outage ends when the resumed stream applies
+//     past the floor it ended at, or a consistent read of limit 1 sent once
+//     the watch is taken (one per resource for informers sharing a
+//     ServerReads) shows the server did not go back (a balancer may hold
+//     the watch while every apiserver is down, for a restored etcd);
 //   - a restore check in flight: a recorded write below applied that the
 //     stream never delivered (RecordWrite) may come from a server
 //     restored without --bump-revision;
@@ -273,8 +278,9 @@
 //	recorded.Timer.mu → trust
 //
 // Outside them: recorded.Timer.mu is taken before a metrics provider's
-// lock (write-to-visible samples), and a WrappedInformer has a lock of its
-// own, taken before the wrapped store's and its trust's (internal/wrapped).
+// lock (write-to-visible samples); a WrappedInformer's lock before the
+// wrapped store's and its trust's (internal/wrapped); the leaf locks of a
+// ServerReads (internal/probe) with none of the informer's held.
 //
 // The trust's lock is a leaf. Nothing calls out while holding a lock:
 // the freshness callbacks a step releases, and the

@@ -64,3 +64,34 @@ func ExampleWrap() {
 	fmt.Println(wrapped.WaitForFreshness(waitCtx, "42"), wrapped.LastObservedResourceVersion())
 	// Output: <nil> 42
 }
+
+// The factories of one process, here one per namespace, share the
+// consistent reads by which their informers check the server after an
+// apiserver of several behind a load balancer ends their watches (a
+// rollout): one read per resource for all of them, not one per informer.
+func ExampleWithServerReads() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := freshtest.NewClientset() // a real clientset in production
+	reads := new(cache.ServerReads)
+	var factories []*cache.SharedInformerFactory
+	for _, ns := range []string{"team-a", "team-b"} {
+		factory := cache.NewSharedInformerFactory(client, 0, cache.WithNamespace(ns),
+			cache.WithInformerOptions(cache.WithServerReads(reads)))
+		factory.Core().V1().ConfigMaps().Informer()
+		factory.Start(ctx.Done())
+		factories = append(factories, factory)
+	}
+	for _, factory := range factories {
+		for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+			fmt.Println(typ, synced)
+		}
+	}
+	cancel()
+	for _, factory := range factories {
+		factory.Shutdown()
+	}
+	// Output:
+	// *v1.ConfigMap true
+	// *v1.ConfigMap true
+}

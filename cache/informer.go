@@ -136,7 +136,8 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 	f.trust.StartGrace = options.internal.startGrace
 	f.zone.Init(f.processor, f.indexer, &f.recent)
 	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
-		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV}, proverOwner{f})
+		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV,
+		Shared: options.ServerReads.reads.For(options.Resource)}, proverOwner{f})
 	if mode := detector.FromEnv(); options.DetectStaleReads || mode != detector.Off {
 		f.detectStaleReads(options, mode == detector.Halt)
 	}

@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/internal/resources"
 	"github.com/freshinformer/freshinformer/internal/scope"
 	"github.com/freshinformer/freshinformer/reflector"
@@ -93,6 +94,9 @@ type Options struct {
 	// DefaultSnapshotProbeLimit; negative: off.
 	SnapshotProbeLimit int
 
+	// ServerReads, if set, is shared with other informers of the cluster.
+	ServerReads *ServerReads
+
 	// DetectStaleReads turns the stale-read detector on (package
 	// stalereads): reads through the indexer and listers are checked
 	// against this process's recorded writes. Off, reads cost nothing
@@ -144,6 +148,18 @@ func SelectorOf(namespace string, tweak func(*metav1.ListOptions)) Selector {
 
 // WithSelector tells the informer what its ListerWatcher lists.
 func WithSelector(s Selector) Option { return func(o *Options) { o.Selector = s } }
+
+// ServerReads lets the informers of one cluster share the consistent
+// reads (limit 1) that check the server's resource version: after a watch
+// resumed on a stream the server ended early (in a rollout an apiserver
+// ends every watch it served at once), and in probes. Informers of one
+// resource take the answer of any read sent after they asked: a rollout
+// costs one read per resource, not one per informer. Give one to the
+// factories of a process (WithInformerOptions). The zero value is ready.
+type ServerReads struct{ reads probe.SharedReads }
+
+// WithServerReads has the informer share r's reads (see ServerReads).
+func WithServerReads(r *ServerReads) Option { return func(o *Options) { o.ServerReads = r } }
 
 // Option sets a field of Options, for NewSharedIndexInformer.
 type Option func(*Options)
@@ -235,6 +251,9 @@ func (o Options) withDefaults(exampleObject runtime.Object) Options {
 	}
 	if o.SnapshotProbeLimit == 0 {
 		o.SnapshotProbeLimit = DefaultSnapshotProbeLimit
+	}
+	if o.ServerReads == nil {
+		o.ServerReads = new(ServerReads) // shared with nobody
 	}
 	if o.internal.listCompressedBytes == 0 {
 		o.internal.listCompressedBytes = listCompressedBytes

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -286,11 +287,11 @@ func TestOutageBeginsAgainAtTheNextFailure(t *testing.T) {
 	waitFresh(t, inf, "130")
 }
 
-// An informer larger than the restore check's snapshot does not relist
-// after an outage: the resumed watch waits for one restore check (a
-// consistent read of its first objects and the server's resource
-// version), and waits are released when it answers.
-func TestLargeInformerResumesAfterTheCheck(t *testing.T) {
+// A stream the server ended early resumes without a relist, whatever the
+// informer's size: once the resumed watch is taken, one consistent read
+// of the server's resource version (limit 1) checks that the server did
+// not go back, and waits are released when it answers.
+func TestStreamEndedEarlyResumesAfterTheCheck(t *testing.T) {
 	lw := newStateLW(t, 10, cm("a", "5"), cm("b", "9"), cm("c", "10"))
 	inf, w := startState(t, lw, WithSnapshotProbeLimit(1), WithQuietProbeDelay(-1))
 	lists, _ := lw.counts()
@@ -304,8 +305,8 @@ func TestLargeInformerResumesAfterTheCheck(t *testing.T) {
 	waitFresh(t, inf, "10")
 	if s, n := inf.Stats(), 0; s.RestoreProbes != 1 || s.Regressions != 0 {
 		t.Fatalf("%+v: want one restore check, nothing declared", s)
-	} else if n, _ = lw.counts(); n != lists+1 {
-		t.Fatalf("%d lists after %d: want the check's, and no relist", n, lists)
+	} else if n, _ = lw.counts(); n != lists+1 || lw.lastList().Limit != 1 {
+		t.Fatalf("%d lists after %d (the last %+v): want the check's read of limit 1, and no relist", n, lists, lw.lastList())
 	}
 }
 
@@ -376,6 +377,7 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	w.Add(cm("a", "100"))
 	waitFresh(t, inf, "100")
 	lw.queueLists(listResponse{rv: "60", objects: []*corev1.ConfigMap{cm("a", "40")}}) // restored
+	lw.failWatches(connectionRefused())                                                // down meanwhile: the next watch relists first, on the watch path
 	time.Sleep(1100 * time.Millisecond)                                                // client-go's Reflector relists itself after a shorter silent watch
 	w.Stop()
 	if r := regs.next(t); r.Reason != reflector.RegressionConsistentList {
@@ -397,9 +399,9 @@ func TestWatchAfterRelistOnTheWatchPathResumesFromTheRelist(t *testing.T) {
 	}
 	// Once the watch delivers, the Reflector's own resource version is
 	// current again: the next watch resumes from there.
+	lw.queueLists(listResponse{rv: "70", objects: []*corev1.ConfigMap{cm("a", "40"), cm("b", "70")}}) // the server's state now
 	w3.Add(cm("b", "70"))
 	waitFresh(t, inf, "70")
-	lw.queueLists(listResponse{rv: "70", objects: []*corev1.ConfigMap{cm("a", "40"), cm("b", "70")}}) // the server's state now
 	w3.Stop()
 	lw.nextWatcher()
 	if got := lw.lastWatchOptions().ResourceVersion; got != "70" {
@@ -438,16 +440,24 @@ func TestRestoreCheckVoidedByARegressionAsksAgain(t *testing.T) {
 	}
 }
 
-// A watch the server ended early costs one relist, not two.
-func TestWatchEndedEarlyRelistsOnce(t *testing.T) {
+// A watch the server ended early costs no relist: the stream resumes from
+// where it ended, and one read of limit 1 checks the server meanwhile.
+func TestWatchEndedEarlyResumesWithoutARelist(t *testing.T) {
 	inf, lw, w := startFresh(t)
 	lists := lw.listCount()
 	w.Stop() // minutes before its timeout
-	lw.nextWatcher()
+	w2 := lw.nextWatcher()
+	if got := lw.lastWatchOptions().ResourceVersion; got != "100" {
+		t.Fatalf("the watch resumed from %q, want 100", got)
+	}
+	w2.Add(cm("b", "120"))
 	waitFresh(t, inf, "120")
 	time.Sleep(100 * time.Millisecond)
-	if n := lw.listCount() - lists; n != 1 {
-		t.Fatalf("%d lists for one early-ended watch, want 1", n)
+	lw.mu.Lock()
+	calls := slices.Clone(lw.listCalls[lists:])
+	lw.mu.Unlock()
+	if len(calls) != 1 || calls[0].Limit != 1 {
+		t.Fatalf("lists %+v for one early-ended watch, want one read of limit 1", calls)
 	}
 }
 
@@ -499,5 +509,101 @@ func TestListIsCompressedCountsProtobufSizes(t *testing.T) {
 	}
 	if generic.listIsCompressed(1) {
 		t.Fatal("an object without a protobuf size counted")
+	}
+}
+
+// In a rollout every watch an apiserver served ends at once. Informers
+// that share a ServerReads (a factory's, or one given to several) check
+// the server with one read for all of them: a read sent after each one's
+// watch was taken. Nobody relists.
+func TestRolloutChecksTheServerOncePerResource(t *testing.T) {
+	const informers = 8
+	shared := new(ServerReads)
+	type side struct {
+		inf *FreshInformer
+		lw  *scriptedLW
+		w   *watch.RaceFreeFakeWatcher
+	}
+	sides := make([]side, informers)
+	for i := range sides {
+		inf, lw, w := startFresh(t, WithServerReads(shared))
+		sides[i] = side{inf, lw, w}
+	}
+	reads := func() (n int) {
+		for _, s := range sides {
+			s.lw.mu.Lock()
+			for _, o := range s.lw.listCalls {
+				if o.Limit == 1 {
+					n++
+				}
+			}
+			s.lw.mu.Unlock()
+		}
+		return n
+	}
+	lists := func() (n int) {
+		for _, s := range sides {
+			n += s.lw.listCount()
+		}
+		return n - reads()
+	}
+	before := lists()
+	var releases []func()
+	for _, s := range sides {
+		release := s.lw.holdProbes()
+		defer release()
+		releases = append(releases, release)
+	}
+	held := func() (n int) {
+		for _, s := range sides {
+			n += s.lw.heldProbes()
+		}
+		return n
+	}
+	for _, s := range sides {
+		s.w.Stop() // the apiserver shuts down
+	}
+	for i, s := range sides {
+		sides[i].w = s.lw.nextWatcher()
+	}
+	eventually(t, "one read in flight", func() bool { return held() > 0 })
+	time.Sleep(200 * time.Millisecond) // the other informers ask meanwhile
+	if n := held(); n != 1 {
+		t.Fatalf("%d reads in flight for %d resumed watches, want 1", n, informers)
+	}
+	for _, release := range releases {
+		release()
+	}
+	for _, s := range sides {
+		s.w.Add(cm("b", "120"))
+		waitFresh(t, s.inf, "120")
+	}
+	if n := lists() - before; n != 0 {
+		t.Fatalf("%d relists after the rollout, want none", n)
+	}
+	// One read was in flight when the others asked; the next answers them
+	// all (a straggler that asked once it was sent takes a third).
+	if n := reads(); n < 2 || n > 3 {
+		t.Fatalf("%d reads for %d informers of one resource, want 2 (3 with a straggler)", n, informers)
+	}
+}
+
+// While the check of a resumed stream is in flight, a write the resumed
+// stream delivers past where the old one ended is released at once: no
+// server restored below that floor delivers it. A wait at or below the
+// floor waits for the check.
+func TestResumedStreamReleasesWritesPastItsFloor(t *testing.T) {
+	inf, lw, w := startFresh(t)
+	release := lw.holdProbes()
+	defer release()
+	w.Stop() // the apiserver shuts down; another takes the resumed watch
+	w2 := lw.nextWatcher()
+	eventually(t, "the check's read", func() bool { return lw.heldProbes() > 0 })
+	assertHeld(t, inf, "100", "while the check is in flight")
+	w2.Add(cm("b", "130"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := inf.WaitForFreshness(ctx, "130"); err != nil {
+		t.Fatalf("WaitForFreshness(130), delivered by the resumed stream: %v", err)
 	}
 }

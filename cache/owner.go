@@ -8,15 +8,13 @@ import (
 )
 
 // guardOwner is what the informer is to its Guard (guard.Owner): the
-// Guard submits its evidence to the informer's trust state itself
-// (guard.Options.Trust), and asks the informer only how a broken stream
-// resumes.
+// Guard submits its evidence to the trust state itself; the prover decides
+// how the stream resumes after a failed request (relist, or the restore
+// check first), and checks the server once an ended stream resumed.
 type guardOwner struct{ f *FreshInformer }
 
-// Resuming decides how the stream resumes after it broke: the informer's
-// prover relists a small informer and runs the restore check for a large
-// one (prove.Prover.Resuming). The Reflector waits for either.
 func (o guardOwner) Resuming(ctx context.Context) (relist bool) { return o.f.prover.Resuming(ctx) }
+func (o guardOwner) Resumed()                                   { o.f.prover.Resumed() }
 
 // parseInitialFloor validates Options.InitialFloor ("" for none).
 func parseInitialFloor(s string) (freshness.RV, error) {

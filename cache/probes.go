@@ -24,15 +24,12 @@ import (
 // DefaultSnapshotProbeLimit is the largest informer, in cached objects,
 // that the quiet-resource probe and Sync prove fresh from a snapshot: one
 // consistent list of the informer's objects, compared key by key with the
-// cache. Measured on a real apiserver (docs/benchmarks.md, "Quiet
-// resources: the snapshot route"), a snapshot of 500 objects answers in
-// one round trip (p50 about 25 ms for calls apart, about 97 ms for calls
-// back to back, which the apiserver paces by its 100 ms progress-request
-// period) and lists about 240 KiB of JSON; above it the list's own time
-// and size grow (p99 134 ms and 470 KiB at 1000), while the bookmark route
-// costs under 1 KiB and about a second. A resource that gets no bookmarks
-// (served without a watch cache) takes the snapshot route at any size:
-// its other route is a relist, which lists as much.
+// cache. A snapshot of 500 objects answers in one round trip and about
+// 240 KiB of JSON; larger ones grow in time and size, where the bookmark
+// route costs under 1 KiB and about a second (docs/benchmarks.md, "Quiet
+// resources: the snapshot route"). A resource that gets no bookmarks (no
+// watch cache) takes the snapshot route at any size: its other route is a
+// relist, which lists as much.
 const DefaultSnapshotProbeLimit = prove.DefaultSnapshotLimit
 
 // DefaultSnapshotProbeDelay is how long pending waits see no progress

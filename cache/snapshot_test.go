@@ -107,6 +107,13 @@ func (lw *stateLW) counts() (lists, aux int) {
 	return len(lw.lists), lw.auxWatches
 }
 
+// lastList returns the options of the last list.
+func (lw *stateLW) lastList() metav1.ListOptions {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.lists[len(lw.lists)-1]
+}
+
 func startState(t *testing.T, lw *stateLW, opts ...Option) (*FreshInformer, *watch.RaceFreeFakeWatcher) {
 	t.Helper()
 	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, nil, opts...)

@@ -354,6 +354,12 @@ func (h *HAControlPlane) apiServerArgs(i, port int) []string {
 		// Half the defaults (400, 200): three replicas share two cores.
 		"max-requests-inflight":          {"200"},
 		"max-mutating-requests-inflight": {"100"},
+		// Above the default 100 streams per HTTP/2 connection: a process
+		// with more watches opens a second connection, which the load
+		// balancer may send to another replica. Side-by-side measures
+		// (cmd/restartcost -ha) put both sides on one connection, so
+		// that every restart hits them alike.
+		"http2-max-streams-per-connection": {"1000"},
 	}
 	for k, v := range h.opts.APIServerArgs {
 		a[k] = v

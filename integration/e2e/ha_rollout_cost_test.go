@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,10 +20,6 @@ import (
 	"github.com/freshinformer/freshinformer/integration/controlplane"
 	"github.com/freshinformer/freshinformer/integration/testenv"
 )
-
-// envKnownDefects, set to 1, runs the tests that pin a defect found and
-// reported but not fixed yet (they are skipped otherwise, with the reason).
-const envKnownDefects = "FRESHINFORMER_KNOWN_DEFECTS"
 
 // rolloutCostNamespaces and rolloutCostObjects shape the rollout-cost
 // test: one informer per namespace and side, each holding that many
@@ -114,18 +109,13 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // plain's requests and response bytes from the first stop until both are
 // quiet again.
 //
-// It fails today: when a restart breaks the connection, client-go resumes
-// each watch from its resource version on another replica, whose watch
-// cache serves it without a relist, while our informers relist with a
-// consistent list after every broken watch (cache/doc.go: an outage puts
-// applied in doubt until a list requested after it is applied, since the
-// server may come back from a restored etcd).
+// When a restart ends the watches, client-go resumes each from its
+// resource version on another replica; ours resume too, and check the
+// server with one consistent read of limit 1 per resource, shared by the
+// process's factories (cache.ServerReads), sent after the watches were
+// taken: what tells a replica lost behind the load balancer from a server
+// back from a restored etcd (TestHA/EtcdRestore).
 func testHARolloutCost(t *testing.T, h *controlplane.HAControlPlane) {
-	if os.Getenv(envKnownDefects) != "1" {
-		t.Skipf("known defect, reported (docs/ha.md, scenario 3 in full): after a replica's restart breaks the watches, "+
-			"our informers relist with a consistent list where client-go resumes its watch on another replica, so a rollout "+
-			"costs ours 1.3-1.6x plain's requests and 1.7-3.6x its bytes; %s=1 runs it", envKnownDefects)
-	}
 	ctx := testenv.Context(t, 8*time.Minute)
 	writer, _ := haClient(t, ctx, h)
 	var nss []string
@@ -160,10 +150,11 @@ func testHARolloutCost(t *testing.T, h *controlplane.HAControlPlane) {
 	t.Cleanup(stop)
 	var plainListers []corelisters.ConfigMapLister
 	var ours []*cache.SharedInformerFactory
+	serverReads := new(cache.ServerReads) // shared by the process's factories, as docs/ha.md advises
 	for _, ns := range nss {
 		pf := informers.NewSharedInformerFactoryWithOptions(plainCS, 0, informers.WithNamespace(ns))
 		plainListers = append(plainListers, pf.Core().V1().ConfigMaps().Lister())
-		of := cache.NewSharedInformerFactoryWithOptions(oursCS, 0, cache.WithNamespace(ns))
+		of := cache.NewSharedInformerFactoryWithOptions(oursCS, 0, cache.WithNamespace(ns), cache.WithInformerOptions(cache.WithServerReads(serverReads)))
 		of.Core().V1().ConfigMaps().Informer()
 		ours = append(ours, of)
 		pf.Start(runCtx.Done())

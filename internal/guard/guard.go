@@ -7,7 +7,8 @@
 // failed request or broken stream, a list admitted below the floor), and
 // takes from the trust state the floor (with the proofs it holds), whether
 // a declared restore waits for its relist, and what a request is stamped
-// with. Its Owner decides one thing: how a broken stream resumes.
+// with. Its Owner decides how the stream resumes after a failed request,
+// and checks the server after a stream that ended early resumed.
 package guard
 
 import (
@@ -34,11 +35,17 @@ type Stamp = trust.Stamp
 // Owner is the informer a Guard reports to. It is called with no Guard
 // lock held.
 type Owner interface {
-	// Resuming is told that the Reflector resumes its watch after Broken,
-	// with no list requested since; it reports whether the Guard relists
-	// first (on the watch path, without the Reflector's backoff) or may
-	// resume the stream (the Owner checked the server).
+	// Resuming is told that the Reflector resumes its watch after a
+	// request failed, with no list requested since; it reports whether
+	// the Guard relists first (on the watch path, without the Reflector's
+	// backoff) or may resume the stream (the Owner checked the server).
 	Resuming(ctx context.Context) (relist bool)
+	// Resumed is told that a watch resumed the stream after it ended
+	// early, no request having failed since: the server that took it may
+	// not be the one whose history the stream followed, and the Owner
+	// checks it (the Failure submitted when the stream ended holds waits
+	// meanwhile). It must not block.
+	Resumed()
 }
 
 // Options configure a Guard.
@@ -100,6 +107,7 @@ type Guard struct {
 	refusal        *reflector.StaleListError // the last list's, until reported or listed again
 	pendingWatch   *openWatch                // a watch-list whose initial events are not queued yet
 	fallback       bool                      // a watch-list was refused: the next list is client-go's fallback
+	watchListed    bool                      // the Reflector lists by watch-list
 	listConsistent bool                      // the last list request was a consistent read
 	listAdmission  ListAdmission             // the last list request's stamp, when it was sent, after a failure
 	forceRelist    bool                      // a relist is due: the next plain watch relists first
@@ -146,6 +154,7 @@ func New(opts Options) *Guard {
 type nopOwner struct{}
 
 func (nopOwner) Resuming(context.Context) bool { return false }
+func (nopOwner) Resumed()                      {}
 
 // SetLogger sets the logger the Guard reports through.
 func (g *Guard) SetLogger(logger klog.Logger) { g.logger.Store(&logger) }
@@ -189,8 +198,9 @@ type ListAdmission struct {
 	// Stamp is the list request's.
 	Stamp Stamp
 	// Sent is when the list request was sent (real time, as the probe
-	// scheduler's), and AfterFailure whether a request had failed before
-	// it: the server may be just back from an outage.
+	// scheduler's), and AfterFailure whether a request had failed, or a
+	// stream ended early, before it: the server may be just back from an
+	// outage (a restarted apiserver answers a resumed watch 410 Gone).
 	Sent         time.Time
 	AfterFailure bool
 	// Regression, when set, says the list is older than the floor and
@@ -228,12 +238,14 @@ func (g *Guard) RequestRelist() {
 	}
 }
 
-// RelistPending reports whether a relist was requested and its list is
-// not yet queued.
+// RelistPending reports whether a relist is on its way: one requested
+// whose list is not yet queued, or a watch-list whose initial events are
+// still streaming (the Reflector's own relist after a 410, say), which
+// moves the cache anyway.
 func (g *Guard) RelistPending() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.forceRelist || g.relisting
+	return g.forceRelist || g.relisting || g.pendingWatch != nil
 }
 
 // admitList decides whether a list at rv may replace the cache: it returns

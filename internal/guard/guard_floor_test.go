@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/freshinformer/freshinformer/internal/informertest"
+	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,19 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
-
-	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/internal/trust"
 )
 
-func rv(t *testing.T, s string) freshness.RV {
-	t.Helper()
-	r, err := freshness.ParseRV(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+var rv = informertest.RV // informertest's
 
 func obj(rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: rv}}
@@ -69,6 +61,7 @@ type scriptWL struct {
 	lists    []metav1.ListOptions
 	watches  []metav1.ListOptions
 	listRV   string // what lists answer
+	failNext error  // what the next watch request fails with, once
 }
 
 func (s *scriptWL) List(o metav1.ListOptions) (runtime.Object, error) {
@@ -82,6 +75,10 @@ func (s *scriptWL) last() *watch.RaceFreeFakeWatcher { return s.watchers[len(s.w
 
 func (s *scriptWL) Watch(o metav1.ListOptions) (watch.Interface, error) {
 	s.watches = append(s.watches, o)
+	if err := s.failNext; err != nil {
+		s.failNext = nil
+		return nil, err
+	}
 	w := watch.NewRaceFreeFake()
 	s.watchers = append(s.watchers, w)
 	return w, nil

@@ -42,6 +42,7 @@ type fakeOwner struct {
 	mu      sync.Mutex
 	resumed int  // Resuming calls
 	relist  bool // Resuming's answer
+	checked int  // Resumed calls
 }
 
 // options returns opts with the owner and its trust state.
@@ -55,6 +56,12 @@ func (o *fakeOwner) Resuming(context.Context) bool {
 	defer o.mu.Unlock()
 	o.resumed++
 	return o.relist
+}
+
+func (o *fakeOwner) Resumed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.checked++
 }
 
 // counts returns the failures submitted (broken), the Resuming calls, and
@@ -284,6 +291,31 @@ func TestRelistPendingUntilListQueued(t *testing.T) {
 	}
 }
 
+// The Reflector's own relist by watch-list (after a 410, say) is a relist
+// on its way too, until its initial events are queued: a quiet probe then
+// has nothing to prove that the relist will not.
+func TestRelistPendingWhileAWatchListStreams(t *testing.T) {
+	g := New(Options{InitialFloor: floorAt("100")})
+	lw := g.ListerWatcher(&recordingLW{}).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	yes := true
+	w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100", SendInitialEvents: &yes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if !g.RelistPending() {
+		t.Fatal("not pending while a watch-list streams its initial events")
+	}
+	if err := q.Replace(nil, "120"); err != nil {
+		t.Fatal(err)
+	}
+	if g.RelistPending() {
+		t.Fatal("still pending once the watch-list's initial events are queued")
+	}
+}
+
 // gatedListLW holds each list until the test releases it; watches open at
 // once.
 type gatedListLW struct {
@@ -342,10 +374,12 @@ func TestRelistOnTheWatchPathStaysPendingAndNoneIsLost(t *testing.T) {
 }
 
 // A stream the server ends well before its timeout (an apiserver shutting
-// down ends its streams) breaks it, as a failed request does: the Owner is
-// told, and the Reflector's next plain watch asks it how to resume. One
+// down ends its streams) begins an outage, as a failed request does; one
 // that ends at its timeout, that the Guard stops for a relist, or whose
-// informer stops, does not.
+// informer stops, does not. The Reflector's next plain watch resumes the
+// stream without a relist (behind a load balancer, another apiserver
+// takes it), and once the watch is taken the Owner is told to check the
+// server (Resumed); the outage lasts until it answers.
 func TestStreamEndedEarlyIsBroken(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -373,38 +407,51 @@ func TestStreamEndedEarlyIsBroken(t *testing.T) {
 			clk.Step(tc.after)
 			tc.stop(w, g, cancel)
 			if broken, _, _ := owner.counts(); (broken == 1) != tc.broken {
-				t.Fatalf("Broken called %d times, want broken %v", broken, tc.broken)
+				t.Fatalf("a Failure submitted %d times, want broken %v", broken, tc.broken)
 			}
-			_, _ = lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout}) // no queue to relist into: 410
-			if _, resumed, _ := owner.counts(); (resumed == 1) != tc.broken {
-				t.Fatalf("Resuming called %d times, want it asked only after a break", resumed)
+			if tc.name == "stopped for a relist" {
+				return // the next watch relists: TestResumingAfterAFailedRequest
+			}
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100", TimeoutSeconds: &timeout}); err != nil {
+				t.Fatal(err)
+			}
+			owner.mu.Lock()
+			resumed, checked := owner.resumed, owner.checked
+			owner.mu.Unlock()
+			if resumed != 0 || (checked == 1) != tc.broken {
+				t.Fatalf("Resuming called %d times, Resumed %d times: want the stream resumed without asking, and the server checked only after a break", resumed, checked)
+			}
+			if got := owner.trust.View().Outage; got != tc.broken {
+				t.Fatalf("outage %v once the watch resumed, want it to last until the check answers (%v)", got, tc.broken)
 			}
 		})
 	}
 }
 
-// After a break, the Owner decides how the stream resumes: relisting
+// After a failed request (the server may be down, and come back from a
+// restored etcd), the Owner decides how the stream resumes: relisting
 // first (a consistent read: the server reached now may be one restored
 // behind the floor), or resuming the watch.
-func TestResumingAfterABreak(t *testing.T) {
+func TestResumingAfterAFailedRequest(t *testing.T) {
 	for _, relist := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relist=%v", relist), func(t *testing.T) {
 			owner := &fakeOwner{relist: relist}
 			g := New(owner.options(Options{}))
-			inner := &scriptWL{listRV: "120"}
+			inner := &scriptWL{listRV: "120", failNext: apierrors.NewServiceUnavailable("shutting down")}
 			lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
 			q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
 			defer q.Close()
 			if err := q.Replace(nil, "100"); err != nil {
 				t.Fatal(err)
 			}
-			w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
-			if err != nil {
-				t.Fatal(err)
+			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err == nil {
+				t.Fatal("the watch request did not fail")
 			}
-			w.Stop() // no timeout known: taken as early
 			if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err != nil {
 				t.Fatal(err)
+			}
+			if _, resumed, _ := owner.counts(); resumed != 1 {
+				t.Fatalf("Resuming called %d times after a failed request, want 1", resumed)
 			}
 			lists := len(inner.lists)
 			if !relist {
@@ -417,6 +464,44 @@ func TestResumingAfterABreak(t *testing.T) {
 				t.Fatalf("lists %+v, watch from %q: want one consistent list, the watch from its 120", inner.lists, inner.watches[len(inner.watches)-1].ResourceVersion)
 			}
 		})
+	}
+}
+
+// After a failed request, an informer whose Reflector lists by watch-list
+// relists the way client-go does after a 410: the resuming watch fails
+// with one, unsent, and the Reflector's watch-list is a consistent read.
+// One request once the server is back, where a relist on the watch path
+// is a list and a watch.
+func TestRelistAfterAFailedRequestIsTheReflectorsWatchList(t *testing.T) {
+	owner := &fakeOwner{relist: true}
+	g := New(owner.options(Options{InitialFloor: floorAt("100")}))
+	inner := &scriptWL{listRV: "120"}
+	lw := g.ListerWatcher(inner).(toolscache.ListerWatcherWithContext)
+	q := g.NewQueue(toolscache.RealFIFOOptions{KeyFunction: toolscache.MetaNamespaceKeyFunc})
+	defer q.Close()
+	yes := true
+	w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "0", SendInitialEvents: &yes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Replace(nil, "100"); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	inner.failNext = apierrors.NewServiceUnavailable("shutting down")
+	if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"}); err == nil {
+		t.Fatal("the watch request did not fail")
+	}
+	watches := len(inner.watches)
+	_, err = lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+	if !apierrors.IsResourceExpired(err) || len(inner.watches) != watches || len(inner.lists) != 0 {
+		t.Fatalf("the resuming watch: %v, %d requests sent, %d lists: want a 410 sent nowhere", err, len(inner.watches)-watches, len(inner.lists))
+	}
+	if _, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100", SendInitialEvents: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if got := inner.watches[len(inner.watches)-1].ResourceVersion; got != "" {
+		t.Fatalf("the Reflector's watch-list from %q, want a consistent read", got)
 	}
 }
 
@@ -456,13 +541,15 @@ func TestListAfterAFailedRequestIsConsistent(t *testing.T) {
 				t.Fatalf("the next list %+v, want consistent %v", inner.lists[0], tc.consistent)
 			}
 			// What the informer learns when it applies the list: it
-			// followed a failure (probes wait for a server just back).
+			// followed a failure (probes wait for a server just back; a
+			// 410 too may come from an apiserver just restarted, whose
+			// watch cache starts past the stream).
 			if _, err := g.admitList("120", tc.consistent, false); err != nil {
 				t.Fatal(err)
 			}
 			g.TakeList() // the test's own first list
-			if a := g.TakeList(); a.AfterFailure != tc.consistent || a.Sent.IsZero() {
-				t.Fatalf("admission %+v, want AfterFailure %v and the time it was sent", a, tc.consistent)
+			if a := g.TakeList(); !a.AfterFailure || a.Sent.IsZero() {
+				t.Fatalf("admission %+v, want AfterFailure and the time it was sent", a)
 			}
 		})
 	}

@@ -56,11 +56,12 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pendingWatch, g.refusal = nil, nil
+	g.watchListed = g.watchListed || watchList
 	g.relisting = g.relisting || g.forceRelist
 	g.forceRelist = false // this is the relist
 	failed := g.failed
+	g.listAdmission = ListAdmission{Stamp: g.opts.Trust.Stamp(), Sent: time.Now(), AfterFailure: failed || g.broken}
 	g.broken, g.failed = false, false
-	g.listAdmission = ListAdmission{Stamp: g.opts.Trust.Stamp(), Sent: time.Now(), AfterFailure: failed}
 	floor, restoring := g.floorLocked()
 	if restoring || (failed && g.admittedAny) || (g.opts.ConsistentInitialList && !g.admittedAny && options.ResourceVersion == "0") {
 		options.ResourceVersion = ""
@@ -79,6 +80,13 @@ func (g *Guard) startRV(options *metav1.ListOptions, watchList bool) {
 	g.listConsistent = options.ResourceVersion == ""
 }
 
+// errRelistByWatchList fails a watch request that resumes a stream after
+// a failed request, unsent, when the informer's Reflector lists by
+// watch-list: client-go relists after a 410 Gone.
+func errRelistByWatchList() error {
+	return apierrors.NewResourceExpired("freshinformer: relisting after a failed request")
+}
+
 // errListInstead fails a watch-list request the Guard did not send: the
 // Reflector lists instead (see Options.ListAfterFailure).
 var errListInstead = errors.New("freshinformer: a list instead of a watch-list after a failed request")
@@ -94,16 +102,21 @@ func (g *Guard) listInstead() bool {
 }
 
 // requestFailed tells the trust state a request failed with err, or a
-// stream ended early (err nil), unless the informer is stopping.
+// stream ended early (err nil: with what it delivered, unless a request
+// failed since the last list), unless the informer is stopping.
 func (g *Guard) requestFailed(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
+	var f trust.Failure
 	g.mu.Lock()
 	g.broken = true
 	g.failed = g.failed || (err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err))
+	if err == nil && !g.failed && !g.plain {
+		f.Delivered = g.delivered
+	}
 	g.mu.Unlock()
-	due, _ := g.opts.Trust.Submit(trust.Failure{})
+	due, _ := g.opts.Trust.Submit(f)
 	due.Run()
 }
 
@@ -157,10 +170,13 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 		return nil, errListInstead
 	}
 	g.watches.Add(1)
+	resumed := false
 	if watchList {
 		g.startRV(&options, true)
-	} else if err := lw.resume(ctx, &options); err != nil {
+	} else if r, err := lw.resume(ctx, &options); err != nil {
 		return nil, err
+	} else {
+		resumed = r
 	}
 	w, err := lw.inner.WatchWithContext(ctx, options)
 	if err != nil {
@@ -169,6 +185,7 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	}
 	g.mu.Lock()
 	for g.forceRelist && !watchList {
+		resumed = false
 		// A relist was asked for while the request was on its way: this
 		// watch would resume the old stream.
 		g.mu.Unlock()
@@ -184,26 +201,37 @@ func (lw *guardedListerWatcher) WatchWithContext(ctx context.Context, options me
 	}
 	ow := g.openedLocked(ctx, w, options, watchList)
 	g.mu.Unlock()
+	if resumed {
+		g.opts.Owner.Resumed()
+	}
 	return ow, nil
 }
 
 // resume rewrites a plain watch request that resumes the Reflector's
 // stream: from where a relist on the watch path left it, raised to the
-// floor; and, when the stream broke and the Owner says so (Resuming), or
-// a relist was asked for, it relists first, here, without the backoff of
-// client-go's own relist (the Reflector would resume the old stream).
-func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.ListOptions) error {
+// floor. After a failed request, when the Owner says so (Resuming), or
+// when a relist was asked for, it relists first, here, without the
+// backoff of client-go's own relist (the Reflector would resume the old
+// stream). After a stream that only ended early (no request failed since:
+// an apiserver shutting down ends its streams, and behind a load balancer
+// another one takes the resumed watch) it reports resumed: the Owner
+// checks the server once the watch is taken (Resumed).
+func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.ListOptions) (resumed bool, err error) {
 	g := lw.guard
 	g.mu.Lock()
-	broken := g.broken
+	broken, failed := g.broken, g.failed
 	g.mu.Unlock()
-	relist := broken && g.opts.Owner.Resuming(ctx)
+	relist := failed && g.opts.Owner.Resuming(ctx)
 	g.mu.Lock()
-	// The stream broke (a server shutting down ends its streams): a
-	// consistent read tells at once whether the one reached now lost
-	// history, where one raised to the floor would wait for it.
-	g.failed = g.failed || relist
+	if relist && g.watchListed && !g.forceRelist {
+		// The Reflector relists itself, by watch-list as client-go does
+		// after a 410 (startRV makes it a consistent read): one request,
+		// where a relist here is a list and a watch.
+		g.mu.Unlock()
+		return false, errRelistByWatchList()
+	}
 	relist = relist || g.forceRelist
+	resumed = broken && !failed && !relist
 	if g.resumeAt != "" {
 		options.ResourceVersion = g.resumeAt
 	}
@@ -211,9 +239,9 @@ func (lw *guardedListerWatcher) resume(ctx context.Context, options *metav1.List
 	options.ResourceVersion = g.raise(options.ResourceVersion, floor)
 	g.mu.Unlock()
 	if relist {
-		return lw.relist(ctx, options)
+		return false, lw.relist(ctx, options)
 	}
-	return nil
+	return resumed, nil
 }
 
 // openedLocked records w, opened with options, as the stream the

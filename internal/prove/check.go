@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
+	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -46,9 +47,39 @@ func (p *Prover) runCheck(ctx context.Context) {
 	}
 }
 
-// Resuming decides how the stream resumes after it broke (a failed
-// request, a stream ended early): the server may have restarted from a
-// restored etcd, whose history the resumed watch would not show. An
+// Resumed is told that the informer's watch resumed, without a relist,
+// after a stream the server ended early with no request failed since (an
+// apiserver shutting down ends its streams; behind a load balancer another
+// one takes the resumed watch). That server may run on a restored etcd
+// (a load balancer holds the resumed watch while every apiserver is down,
+// and one restarted on a restored etcd takes it silently): the outage
+// holds waits until a consistent read of the server's resource version,
+// sent after the watch was taken, answers (or the resumed stream applies
+// past the floor: trust.Failure). One below the floor is declared a
+// restore (consistentRV). The read is shared with the informers of the same
+// resource whose watches resumed too (Config.Shared), so that a rollout
+// costs one read per resource, not one per informer. If it fails, the
+// informer relists.
+func (p *Prover) Resumed() { p.resumed.Run(p.runResumeCheck, true) }
+
+// runResumeCheck is the read Resumed asks for (the Runner's function).
+func (p *Prover) runResumeCheck(ctx context.Context) {
+	st := p.inf.View().Stamp
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	if _, err := p.consistentRV(ctx, st); err != nil {
+		if ctx.Err() == nil {
+			p.inf.Log().V(2).Info("Check of the server after the watch resumed failed; relisting", "err", err)
+			p.requestRelist()
+		}
+		return
+	}
+	p.inf.Answered(st)
+}
+
+// Resuming decides how the stream resumes after a failed request: the
+// server was down, and may have restarted from a restored etcd, whose
+// history the resumed watch would not show. An
 // informer of up to the restore check's size relists (client-go's
 // Reflector does too after an apiserver restart: the restarted watch
 // cache has no history to resume from); a larger one runs the restore
@@ -106,10 +137,15 @@ func (p *Prover) CheckServer(ctx context.Context, st trust.Stamp) (answered bool
 // a restore.
 func (p *Prover) consistentRV(ctx context.Context, st trust.Stamp) (freshness.RV, error) {
 	floor := p.inf.Floor()
-	server, err := p.ServerResourceVersion(ctx)
+	server, sent, err := p.cfg.Shared.Read(ctx, func(ctx context.Context) (freshness.RV, time.Time, error) {
+		sent := p.cfg.Clock.Now()
+		rv, err := probe.ServerResourceVersion(ctx, p.cfg.Lister)
+		return rv, sent, err
+	})
 	if err != nil {
 		return freshness.RV{}, err
 	}
+	p.reads.Record(sent, server)
 	if !server.AtLeast(floor) {
 		r := diff{}.regression(reflector.RegressionServerBehind, server, floor)
 		p.inf.Compare(func(c Cache) { c.Restore(r, st) })

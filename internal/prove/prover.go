@@ -55,10 +55,14 @@
 //
 // The restore check (check.go), after a recorded write below the cache
 // that the stream never delivered, and before a large informer's stream
-// resumes after an outage: one consistent read, a snapshot of up to the
-// snapshot limit's objects compared as above (without moving applied where
-// the snapshot route is off), or the server's RV alone. Waits are held
-// while it is in flight (Informer.Checking).
+// resumes after a failed request: one consistent read, a snapshot of up
+// to the snapshot limit's objects compared as above (without moving
+// applied where the snapshot route is off), or the server's RV alone.
+// Waits are held while it is in flight (Informer.Checking). After a stream
+// that only ended early resumed (Resumed): the server's RV alone, read once
+// for every informer of the resource that asked before the read was sent
+// (Config.Shared); the outage holds waits meanwhile, and the resumed
+// stream may end it first.
 //
 // The package knows the informer only through Informer (what a prover may
 // read and hand in off the informer's apply lock) and Cache (what it may
@@ -173,6 +177,10 @@ type Config struct {
 	// SnapshotLimit is the largest informer, in cached keys, that probes
 	// and Sync prove fresh from a snapshot (negative: never).
 	SnapshotLimit int
+	// Shared sends the consistent reads of the server's resource version
+	// (limit 1), shared with the informers of the same resource
+	// (probe.SharedReads.For); nil: shared with nobody.
+	Shared *probe.ReadGroup
 	// RestoreCheckByRV has the restore check read the server's resource
 	// version only where the snapshot route is off (for scripted servers
 	// that know no current state).
@@ -190,7 +198,10 @@ type Prover struct {
 	inf    Informer
 	sched  probe.Scheduler // when the quiet probe runs
 	checks probe.Runner    // the restore checks of suspicious writes
-	reads  probe.Reads     // what consistent reads told of the server
+	// resumed runs the checks of resumed streams (Resumed): the outage
+	// holds waits meanwhile, and the resumed stream may end it first.
+	resumed probe.Runner
+	reads   probe.Reads // what consistent reads told of the server
 	// keys counts the indexer's keys (the informer's apply path keeps
 	// it), so that routing a probe costs no scan of the indexer.
 	keys atomic.Int64
@@ -210,8 +221,12 @@ func New(cfg Config, inf Informer) *Prover {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Shared == nil {
+		cfg.Shared = new(probe.ReadGroup)
+	}
 	p := &Prover{cfg: cfg, inf: inf}
 	p.checks = probe.Runner{OnStart: inf.Checking, OnIdle: inf.CheckDone, Mu: &p.mu}
+	p.resumed = probe.Runner{Mu: &p.mu}
 	p.sched = probe.Scheduler{
 		Mu:      &p.mu,
 		Delay:   p.probeDelay,
@@ -226,12 +241,14 @@ func New(cfg Config, inf Informer) *Prover {
 // Start lets the Prover send requests, with contexts derived from ctx.
 func (p *Prover) Start(ctx context.Context) {
 	p.checks.Start(ctx)
+	p.resumed.Start(ctx)
 	p.sched.Start(ctx)
 }
 
 // Stop ends the requests in flight, waits for them and sends no more.
 func (p *Prover) Stop() {
 	p.checks.Stop()
+	p.resumed.Stop()
 	p.sched.Stop()
 }
 
@@ -249,7 +266,7 @@ type Stats struct {
 func (p *Prover) Stats() Stats {
 	return Stats{Probes: p.sched.Probes(), Requests: p.requests.Load(), Relists: p.relists.Load(),
 		Snapshots: p.snapshots.Load(), SnapshotMatches: p.snapshotMatches.Load(),
-		RestoreChecks: p.checks.Runs() + p.resumeChecks.Load()}
+		RestoreChecks: p.checks.Runs() + p.resumed.Runs() + p.resumeChecks.Load()}
 }
 
 // KeysChanged tells the Prover the indexer gained (1) or lost (-1) a key.

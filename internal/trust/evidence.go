@@ -9,7 +9,9 @@ import "github.com/freshinformer/freshinformer/freshness"
 //	kind        what it is                             what it changes
 //	──────────  ─────────────────────────────────────  ─────────────────────────────────
 //	Stream      an applied watch event or bookmark     applied moves up (syncing: starts
-//	            (apply lock held)                      there); no RV at all: plain
+//	            (apply lock held)                      there); no RV at all: plain; past
+//	                                                   where an ended stream left the
+//	                                                   floor: ends the outage
 //	List        an applied list (apply lock held)      applied is the list's (trusted);
 //	                                                   at "0": syncing; not comparable:
 //	                                                   plain; ends an outage before it
@@ -20,8 +22,10 @@ import "github.com/freshinformer/freshinformer/freshness"
 //	                                                   restored: restoring (apply lock held)
 //	Regression  found, declared, or admitted by the    found: held until declared; a new
 //	            Guard below the floor                  epoch voids proofs in flight
-//	Failure     a request failed or a stream broke     outage: held until a list or a
-//	                                                   read requested after it answers
+//	Failure     a request failed or a stream ended     outage: held until a list or a
+//	            early                                  read requested after it answers
+//	                                                   (or, for ended streams only, the
+//	                                                   stream applies past their floor)
 //	Check       a restore check begun or ended         held while one is in flight
 //	Run         Run begun (or about to) or returned    waits wait for the start; stopped
 //
@@ -57,6 +61,9 @@ func (e Stream) apply(t *Trust) bool {
 			return false
 		}
 		t.applied = e.RV
+		if t.outage && !t.outageAbove.IsZero() && e.RV.Compare(t.outageAbove) > 0 {
+			t.outage = false // see Failure
+		}
 	default:
 		return false
 	}
@@ -227,15 +234,37 @@ func (e Regression) apply(t *Trust) bool {
 	return true
 }
 
-// Failure is a failed request or a broken stream: the server may be
+// Failure is a failed request or a stream ended early: the server may be
 // restarting, and may come back from a restored etcd. No wait returns nil
 // until a list or restore check requested after it answers (an outage;
-// not in plain mode, where no wait returns nil anyway). Taken: always.
-type Failure struct{}
+// not in plain mode, where no wait returns nil anyway). Delivered, set for
+// a stream that only ended early, is the highest RV it delivered: while
+// no request failed since, the resumed stream applying past the floor it
+// left (Delivered, or a proof above it) ends the outage as well. It shows
+// what a consistent read sent once the resumed watch was taken would: the
+// server that took it is past the floor (a restored one delivers nothing
+// above it until its new writes outrun the floor, which a read cannot
+// tell either). Taken: always.
+type Failure struct{ Delivered freshness.RV }
 
-func (Failure) apply(t *Trust) bool {
+func (e Failure) apply(t *Trust) bool {
 	t.failures++
+	began := !t.outage
 	t.outage = t.state != Plain
+	if e.Delivered.IsZero() || !began && t.outageAbove.IsZero() {
+		t.outageAbove = freshness.RV{} // a request failed: only a list or a read ends it
+		return true
+	}
+	above := e.Delivered
+	for _, rv := range []freshness.RV{t.proven, t.applied} {
+		if rv.Compare(above) > 0 {
+			above = rv
+		}
+	}
+	if !began && t.outageAbove.Compare(above) > 0 {
+		above = t.outageAbove
+	}
+	t.outageAbove = above
 	return true
 }
 

@@ -192,3 +192,44 @@ func TestNothingCountsOnceStopped(t *testing.T) {
 		t.Fatal("an event counted after the stop")
 	}
 }
+
+// An outage begun by streams that only ended early ends when the resumed
+// stream applies past the floor they left, as a read sent once the
+// resumed watch was taken would show; not at the floor, and not once a
+// request failed (the server was down: only a list or a read ends it).
+func TestEndedStreamOutageEndsPastItsFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures []Failure
+		applied  string // what the resumed stream applies
+		ends     bool
+	}{
+		{"at the floor", []Failure{{Delivered: rv(t, "110")}}, "110", false},
+		{"past the floor", []Failure{{Delivered: rv(t, "110")}}, "111", true},
+		{"past the applied floor", []Failure{{Delivered: rv(t, "90")}}, "101", true},
+		{"a request failed after", []Failure{{Delivered: rv(t, "110")}, {}}, "150", false},
+		{"a request failed before", []Failure{{}, {Delivered: rv(t, "110")}}, "150", false},
+		{"two ended streams", []Failure{{Delivered: rv(t, "110")}, {Delivered: rv(t, "120")}}, "115", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := listedAt(t, "100")
+			for _, f := range tc.failures {
+				submit(tr, f)
+			}
+			if !tr.View().Outage {
+				t.Fatal("no outage")
+			}
+			submit(tr, Stream{RV: rv(t, tc.applied)})
+			if ended := !tr.View().Outage; ended != tc.ends {
+				t.Fatalf("outage ended %v once the stream applied %s, want %v", ended, tc.applied, tc.ends)
+			}
+			if tc.ends {
+				return
+			}
+			submit(tr, Read{Shows: ReadAnswered, Stamp: tr.Stamp()})
+			if tr.View().Outage {
+				t.Fatal("a read sent after the failures answered, and the outage goes on")
+			}
+		})
+	}
+}

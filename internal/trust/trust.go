@@ -59,15 +59,19 @@ type Trust struct {
 	restoreEpoch uint64 // the epoch a declared restore began
 	// failures counts failed requests and broken streams; outage is set by
 	// each, and cleared by a list requested, or a restore check sent,
-	// after the last one.
-	failures  uint64
-	outage    bool
-	checks    int   // restore checks in flight
-	declaring int   // regressions found, not yet declared
-	gaps      []gap // bookmark proofs waiting for applied to reach their lo
-	plainErr  error // why resource versions cannot be ordered (Plain)
-	stopped   bool
-	advances  uint64 // proofs that moved applied
+	// after the last one. outageAbove, while an outage began with streams
+	// that only ended early and no request failed since, is the floor the
+	// last one ended at: the resumed stream applying past it ends the
+	// outage too (Failure).
+	failures    uint64
+	outage      bool
+	outageAbove freshness.RV
+	checks      int   // restore checks in flight
+	declaring   int   // regressions found, not yet declared
+	gaps        []gap // bookmark proofs waiting for applied to reach their lo
+	plainErr    error // why resource versions cannot be ordered (Plain)
+	stopped     bool
+	advances    uint64 // proofs that moved applied
 	// beyond is a consistent read that showed the server behind some
 	// waits' targets (TooLarge), for the next publish to fail them.
 	beyond *serverRead

@@ -62,12 +62,14 @@
 // every kube-apiserver in turn is stopped (-stop graceful, the default
 // with -ha: SIGTERM, as a rollout does; kill: SIGKILL) and started again,
 // waited for before the next. The two sides' proxies reach the load
-// balancer on one connection (client-go's cached transport, as the
-// factories of one process share theirs), so it lands on one replica and
+// balancer on one HTTP/2 connection at a time (oneConnection; the HA
+// plane allows 1000 streams on it), so they land on one replica and
 // every restart hits both sides alike; the writer has a connection of its
-// own. The proxies never go down (the load balancer's port stays open). The writes are made once the rollout is over (-write-at ready) or
-// right after the first replica was stopped (-write-at during: the waits
-// are pending while the rollout goes on).
+// own. Our side's factories share one cache.ServerReads, as those of one
+// process should. The proxies never go down (the load balancer's port
+// stays open). The writes are made once the rollout is over (-write-at
+// ready) or right after the first replica was stopped (-write-at during:
+// the waits are pending while the rollout goes on).
 //
 // Client-side throttling is client-go's token bucket at -qps/-burst per side
 // (one clientset per side, as in one process); the time requests spent in
@@ -95,6 +97,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -293,11 +296,14 @@ func run() error {
 		logf("%s", h.Describe())
 		b.ha = h
 		// The writer on a connection of its own. The two sides' proxies
-		// share client-go's cached transport (h.Config() as is): one
-		// connection, so one replica, for both, as for the factories of
-		// one process; every restart of a rollout then hits both sides
-		// alike (or neither).
+		// share one connection (oneConnection), so one replica, as the
+		// factories of one process share client-go's cached transport;
+		// every restart of a rollout then hits both sides alike (or
+		// neither).
 		b.upstream = h.Config()
+		if b.upstreamRT, err = oneConnection(b.upstream); err != nil {
+			return err
+		}
 		admin = controlplane.DistinctConnection(h.Config())
 	} else {
 		logf("starting a control plane")
@@ -410,8 +416,9 @@ type bench struct {
 	ha         *controlplane.HAControlPlane // -ha
 	cs         kubernetes.Interface
 	dyn        dynamic.Interface
-	admin      *rest.Config // the writer's and populate's
-	upstream   *rest.Config // the proxies' way to the apiserver (or load balancer)
+	admin      *rest.Config      // the writer's and populate's
+	upstream   *rest.Config      // the proxies' way to the apiserver (or load balancer)
+	upstreamRT http.RoundTripper // with -ha: the one connection both proxies share (oneConnection)
 	apiAddr    string
 	kinds      []kind
 	namespaces []string
@@ -590,7 +597,14 @@ type side struct {
 }
 
 func (b *bench) newSide(name string) (*side, error) {
-	p, err := newCountingProxy(name, b.upstream, b.log)
+	rt := b.upstreamRT
+	if rt == nil {
+		var err error
+		if rt, err = rest.TransportFor(b.upstream); err != nil {
+			return nil, err
+		}
+	}
+	p, err := newCountingProxy(name, b.upstream, rt, b.log)
 	if err != nil {
 		return nil, err
 	}
@@ -727,9 +741,10 @@ func (b *bench) round(ctx context.Context, size, round int, writeAt string, nth 
 	var pairs []*pair
 	var plainFactories []clientgoinformers.SharedInformerFactory
 	var ourFactories []*cache.SharedInformerFactory
+	serverReads := new(cache.ServerReads) // one process, one cluster: its factories share the reads that check a resumed watch
 	for _, ns := range b.namespaces {
 		pf := clientgoinformers.NewSharedInformerFactoryWithOptions(plain.cs, 0, clientgoinformers.WithNamespace(ns))
-		of := cache.NewSharedInformerFactory(ours.cs, 0, cache.WithNamespace(ns))
+		of := cache.NewSharedInformerFactory(ours.cs, 0, cache.WithNamespace(ns), cache.WithInformerOptions(cache.WithServerReads(serverReads)))
 		plainFactories = append(plainFactories, pf)
 		ourFactories = append(ourFactories, of)
 		for _, k := range b.kinds {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http2"
 	"k8s.io/client-go/rest"
 )
 
@@ -54,12 +56,9 @@ type countingProxy struct {
 	isUp bool
 }
 
-func newCountingProxy(side string, cfg *rest.Config, logger *requestLog) (*countingProxy, error) {
+// newCountingProxy returns side's proxy to cfg's server, through rt.
+func newCountingProxy(side string, cfg *rest.Config, rt http.RoundTripper, logger *requestLog) (*countingProxy, error) {
 	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -514,4 +513,64 @@ func (r *request) outcome() string {
 		s += " ERROR event"
 	}
 	return s
+}
+
+// oneConnection returns a round tripper to cfg's server that sends every
+// request on one HTTP/2 connection at a time (oneConnPool): shared by both
+// sides' proxies, it puts them on one replica behind a load balancer, and
+// moves them together when that replica goes away. client-go's cached
+// transport alone does not: its pool may hold several connections (one
+// dialed when a shutting-down replica refuses new streams, while the old
+// one still carries watches), and the sides then sit on different
+// replicas, so that a rollout's restarts hit them unequally.
+func oneConnection(cfg *rest.Config) (http.RoundTripper, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig = tlsConfig.Clone()
+	tlsConfig.NextProtos = []string{"h2"}
+	t := &http2.Transport{TLSClientConfig: tlsConfig}
+	t.ConnPool = &oneConnPool{t: t, tlsConfig: tlsConfig}
+	return rest.HTTPWrappersForConfig(cfg, t)
+}
+
+// oneConnPool is an http2.ClientConnPool with one connection at a time: a
+// new one only once the last can take no new request (closed, or told to
+// go away, or full: kube-apiserver allows 100 streams on a connection
+// unless told otherwise, and the HA plane raises it to 1000).
+type oneConnPool struct {
+	t         *http2.Transport
+	tlsConfig *tls.Config
+
+	mu sync.Mutex // guards cc; held while dialing, so that nobody dials another
+	cc *http2.ClientConn
+}
+
+func (p *oneConnPool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cc != nil && p.cc.CanTakeNewRequest() {
+		return p.cc, nil
+	}
+	d := tls.Dialer{Config: p.tlsConfig}
+	conn, err := d.DialContext(req.Context(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := p.t.NewClientConn(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	p.cc = cc
+	return cc, nil
+}
+
+func (p *oneConnPool) MarkDead(cc *http2.ClientConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cc == cc {
+		p.cc = nil
+	}
 }
