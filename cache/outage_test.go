@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -566,25 +567,26 @@ func TestRolloutChecksTheServerOncePerResource(t *testing.T) {
 	for i, s := range sides {
 		sides[i].w = s.lw.nextWatcher()
 	}
-	eventually(t, "one read in flight", func() bool { return held() > 0 })
-	time.Sleep(200 * time.Millisecond) // the other informers ask meanwhile
-	if n := held(); n != 1 {
-		t.Fatalf("%d reads in flight for %d resumed watches, want 1", n, informers)
-	}
+	group := shared.reads.For(schema.GroupResource{Resource: "configmaps"})
+	eventually(t, "one read in flight, the other informers waiting for it", func() bool {
+		return held() == 1 && group.Waiting() == informers-1
+	})
 	for _, release := range releases {
 		release()
 	}
+	// One read was in flight when the others asked; the next answers them
+	// all.
+	eventually(t, "the second read", func() bool { return reads() == 2 })
 	for _, s := range sides {
 		s.w.Add(cm("b", "120"))
 		waitFresh(t, s.inf, "120")
 	}
+	time.Sleep(100 * time.Millisecond)
+	if n := reads(); n != 2 {
+		t.Fatalf("%d reads for %d informers of one resource, want 2", n, informers)
+	}
 	if n := lists() - before; n != 0 {
 		t.Fatalf("%d relists after the rollout, want none", n)
-	}
-	// One read was in flight when the others asked; the next answers them
-	// all (a straggler that asked once it was sent takes a third).
-	if n := reads(); n < 2 || n > 3 {
-		t.Fatalf("%d reads for %d informers of one resource, want 2 (3 with a straggler)", n, informers)
 	}
 }
 

@@ -110,6 +110,13 @@ func (g *ReadGroup) Read(ctx context.Context, read func(context.Context) (rv fre
 	}
 }
 
+// Waiting reports how many callers wait for the read in flight.
+func (g *ReadGroup) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

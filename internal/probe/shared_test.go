@@ -155,10 +155,7 @@ func TestSharedReadsGroupsByResource(t *testing.T) {
 func waitWaiting(t *testing.T, g *ReadGroup, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		g.mu.Lock()
-		waiting := g.waiting
-		g.mu.Unlock()
-		if waiting == n {
+		if g.Waiting() == n {
 			return
 		}
 	}
