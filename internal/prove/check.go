@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/freshinformer/freshinformer/freshness"
-	"github.com/freshinformer/freshinformer/internal/probe"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -137,15 +136,10 @@ func (p *Prover) CheckServer(ctx context.Context, st trust.Stamp) (answered bool
 // a restore.
 func (p *Prover) consistentRV(ctx context.Context, st trust.Stamp) (freshness.RV, error) {
 	floor := p.inf.Floor()
-	server, sent, err := p.cfg.Shared.Read(ctx, func(ctx context.Context) (freshness.RV, time.Time, error) {
-		sent := p.cfg.Clock.Now()
-		rv, err := probe.ServerResourceVersion(ctx, p.cfg.Lister)
-		return rv, sent, err
-	})
+	server, err := p.ServerResourceVersion(ctx)
 	if err != nil {
 		return freshness.RV{}, err
 	}
-	p.reads.Record(sent, server)
 	if !server.AtLeast(floor) {
 		r := diff{}.regression(reflector.RegressionServerBehind, server, floor)
 		p.inf.Compare(func(c Cache) { c.Restore(r, st) })

@@ -134,16 +134,24 @@ func (p *Prover) proveByBookmark(ctx context.Context, start, server freshness.RV
 }
 
 // ServerResourceVersion reads the server's current resource version with a
-// consistent limit=1 list through the informer's ListerWatcher, and records
-// it as a staleness sample taken when the request was sent.
+// consistent limit=1 list through the informer's ListerWatcher (or takes
+// the answer of one sent after the call for another informer of the
+// resource: Config.Shared), and records it as a staleness sample taken
+// when the request was sent.
 func (p *Prover) ServerResourceVersion(ctx context.Context) (freshness.RV, error) {
-	sent := p.cfg.Clock.Now()
-	rv, err := probe.ServerResourceVersion(ctx, p.cfg.Lister)
+	rv, sent, err := p.cfg.Shared.Read(ctx, p.sendServerRead)
 	if err != nil {
 		return freshness.RV{}, err
 	}
 	p.reads.Record(sent, rv)
 	return rv, nil
+}
+
+// sendServerRead sends the consistent limit=1 list (Shared's read).
+func (p *Prover) sendServerRead(ctx context.Context) (freshness.RV, time.Time, error) {
+	sent := p.cfg.Clock.Now()
+	rv, err := probe.ServerResourceVersion(ctx, p.cfg.Lister)
+	return rv, sent, err
 }
 
 // Sync reads the server's resource version for a read barrier: on the

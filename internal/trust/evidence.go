@@ -255,16 +255,9 @@ func (e Failure) apply(t *Trust) bool {
 		t.outageAbove = freshness.RV{} // a request failed: only a list or a read ends it
 		return true
 	}
-	above := e.Delivered
-	for _, rv := range []freshness.RV{t.proven, t.applied} {
-		if rv.Compare(above) > 0 {
-			above = rv
-		}
+	if above := t.floorLocked(e.Delivered); began || above.Compare(t.outageAbove) > 0 {
+		t.outageAbove = above
 	}
-	if !began && t.outageAbove.Compare(above) > 0 {
-		above = t.outageAbove
-	}
-	t.outageAbove = above
 	return true
 }
 

@@ -291,16 +291,19 @@ func (t *Trust) Stamp() (st Stamp) {
 // list is a consistent read, accepted whatever its resource version).
 func (t *Trust) Floor(delivered freshness.RV) (floor freshness.RV, restoring bool) {
 	t.read(func() {
-		switch {
-		case t.state == Restoring:
-			restoring = true
-		case t.proven.Compare(delivered) > 0:
-			floor = t.proven
-		default:
-			floor = delivered
+		if restoring = t.state == Restoring; !restoring {
+			floor = t.floorLocked(delivered)
 		}
 	})
 	return floor, restoring
+}
+
+// floorLocked is the floor: what the stream delivered, or a proof above it.
+func (t *Trust) floorLocked(delivered freshness.RV) freshness.RV {
+	if t.proven.Compare(delivered) > 0 {
+		return t.proven
+	}
+	return delivered
 }
 
 // View is a Trust at one moment.
