@@ -112,9 +112,9 @@ func (f *FreshInformer) ProbeStats() ProbeStats {
 
 // ServerResourceVersion asks the server for the resource's current
 // resource version: a consistent list with limit=1 through the informer's
-// ListerWatcher (same namespace and selectors; a quorum read: use
-// sparingly). It is what Sync, the quiet-resource probe and the restore
-// check start with.
+// ListerWatcher, or one sent after the call for an informer sharing its
+// ServerReads (a quorum read: use sparingly). Sync, the quiet-resource
+// probe and the restore check start with it.
 func (f *FreshInformer) ServerResourceVersion(ctx context.Context) (string, error) {
 	rv, err := f.prover.ServerResourceVersion(ctx)
 	if err != nil {
