@@ -322,24 +322,26 @@ func TestRestoreOutrunByWritesIsDeclared(t *testing.T) {
 		wentBack int // a; and c too where it got an RV the cache had passed
 	}{{"130", 1}, {"100", 2}} {
 		t.Run(fmt.Sprintf("server at %s", tc.serverAt), func(t *testing.T) {
-			regs := newRegressionLog()
-			inf, lw, w := startScripted(t, listThenWatch, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
-			w.Add(cm("a", "90"))
-			w.Add(cm("b", "100"))
-			waitFresh(t, inf, "100")
-			// Restored at 60 (a@40, b gone), then writes up to the
-			// server's: a rewritten at 95, which the old stream had passed.
-			lw.queueLists(listResponse{rv: tc.serverAt, objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", tc.serverAt)}})
-			lw.failWatches(connectionRefused())
-			w.Stop()
-			r := regs.next(t)
-			if r.Reason != reflector.RegressionKeysWentBack || r.Keys != tc.wentBack || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
-				t.Fatalf("regression %+v, want KeysWentBack of %d keys (ns/a first) under floor 100", r, tc.wentBack)
-			}
-			waitFresh(t, inf, tc.serverAt)
-			if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
-				t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
-			}
+			forEachMode(t, func(t *testing.T, mode streamMode) {
+				regs := newRegressionLog()
+				inf, lw, w := startScripted(t, mode, listResponse{rv: "10"}, WithRegressionHandler(regs.handle))
+				w.Add(cm("a", "90"))
+				w.Add(cm("b", "100"))
+				waitFresh(t, inf, "100")
+				// Restored at 60 (a@40, b gone), then writes up to the
+				// server's: a rewritten at 95, which the old stream had passed.
+				lw.queueLists(listResponse{rv: tc.serverAt, objects: []*corev1.ConfigMap{cm("a", "95"), cm("c", tc.serverAt)}})
+				lw.failWatches(connectionRefused())
+				w.Stop()
+				r := regs.next(t)
+				if r.Reason != reflector.RegressionKeysWentBack || r.Keys != tc.wentBack || r.SampleKeys[0] != "ns/a" || r.Floor != "100" {
+					t.Fatalf("regression %+v, want KeysWentBack of %d keys (ns/a first) under floor 100", r, tc.wentBack)
+				}
+				waitFresh(t, inf, tc.serverAt)
+				if cached(inf, "a") != "95" || cached(inf, "b") != "" || inf.Stats().Regressions != 1 {
+					t.Fatalf("after the relist a=%q b=%q, %+v", cached(inf, "a"), cached(inf, "b"), inf.Stats())
+				}
+			})
 		})
 	}
 }
