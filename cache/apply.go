@@ -13,7 +13,6 @@ import (
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/listdiff"
 	"github.com/freshinformer/freshinformer/internal/resources"
-	"github.com/freshinformer/freshinformer/internal/rvwait"
 	"github.com/freshinformer/freshinformer/internal/trust"
 	"github.com/freshinformer/freshinformer/reflector"
 )
@@ -112,18 +111,12 @@ func (f *FreshInformer) declareFound() {
 	f.submit(trust.Regression{Step: trust.Declared, N: len(declare)})
 }
 
-// settle keeps what a trust update released, for unlockApply. applyMu is
-// held.
-func (f *FreshInformer) settle(due rvwait.Due) {
-	f.due = append(f.due, due...)
-}
-
 // submit hands e to the trust state and keeps what it released, for
 // unlockApply; it reports whether e counted (trust.Evidence). applyMu is
 // held.
 func (f *FreshInformer) submit(e trust.Evidence) (taken bool) {
 	due, taken := f.trust.Submit(e)
-	f.settle(due)
+	f.due = append(f.due, due...)
 	return taken
 }
 
@@ -215,21 +208,19 @@ func (f *FreshInformer) applyList(d toolscache.Delta, isInInitialList bool) erro
 	return err
 }
 
-// unstamped switches the informer to plain mode for an event whose object
-// has no resource version at all (the Guard let it through for that
-// reason): such a stream comes from no API server but from a fake
-// clientset, and nothing about it can be called fresh. The next comparable
-// list ends plain mode. err is ParseRV's error for "".
-func (f *FreshInformer) unstamped(rv string, err error) {
-	if rv == "" && err != nil {
-		f.markIncomparable(errUnstamped(err), false)
+// unstamped switches the informer to plain mode (until the next comparable
+// list) for an event whose object has no resource version at all: a fake
+// clientset's, which the Guard let through.
+func (f *FreshInformer) unstamped(rv string) {
+	if rv == "" {
+		f.markIncomparable(errFake("objects carry no resource version"), false)
 	}
 }
 
-// errUnstamped tells a caller whose wait fails for want of resource
+// errFake tells a caller whose wait fails for want of ordered resource
 // versions where they went: a fake clientset, and which fake to use.
-func errUnstamped(err error) error {
-	return fmt.Errorf("objects carry no resource version, so they did not come from an API server (client-go's fake clientsets stamp none: package freshtest has fakes that do): %w", err)
+func errFake(what string) error {
+	return trust.FromFake{Err: fmt.Errorf("%s: not an API server's (client-go's fake clientsets stamp none, or keep the client's; package freshtest has fakes that stamp their own): %w", what, freshness.ErrIncomparable)}
 }
 
 // upsert applies an added or updated object unless it is older than the
@@ -241,7 +232,7 @@ func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	}
 	newRVs := resources.ResourceVersion(obj)
 	newRV, newErr := freshness.ParseRV(newRVs)
-	f.unstamped(newRVs, newErr)
+	f.unstamped(newRVs)
 	if f.zone.Event(handlers.Update, obj, newRV, newErr) {
 		return nil
 	}
@@ -305,7 +296,7 @@ func (f *FreshInformer) delete(obj any) error {
 	delRVs := resources.ResourceVersion(obj)
 	delRV, delErr := freshness.ParseRV(delRVs)
 	if !isTombstone {
-		f.unstamped(delRVs, delErr)
+		f.unstamped(delRVs)
 		if f.zone.Event(handlers.Delete, obj, delRV, delErr) {
 			return nil
 		}
@@ -317,12 +308,10 @@ func (f *FreshInformer) delete(obj any) error {
 	// indexer: they hear of its deletion here, once.
 	_, wasGhost := f.zone.Unghost(obj)
 	if !exists && !wasGhost && !isTombstone && delErr != nil && delRVs != "" {
-		// The key is gone already and the deletion's resource version is
-		// malformed (the Guard lets such events through), so it cannot be
-		// ordered: a duplicate of one applied, say. Handlers' views follow
-		// the indexer, so none of them holds the key: nothing to tell.
-		// (Unstamped objects, from fake clientsets, are delivered as
-		// client-go does.)
+		// Gone already, and a malformed deletion (the Guard lets it
+		// through) cannot be ordered: a duplicate, say. Handlers' views
+		// follow the indexer: nothing to tell. (A fake's unstamped deletion
+		// is delivered, as client-go does.)
 		if logger := f.log().V(4); logger.Enabled() {
 			logger.Info("Skipped a deletion of an object not cached, with a malformed resource version", "object", klog.KObj(resources.Meta(obj)), "resourceVersion", delRVs)
 		}
@@ -354,6 +343,10 @@ func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delR
 		if oldRVs := resources.ResourceVersion(old); f.older(delRV, delErr, oldRVs) {
 			f.reject("delete", obj, delRVs, oldRVs)
 			return true
+		} else if delRVs == oldRVs && delErr == nil && !isTombstone {
+			// A deletion is a write of its own, past the object's last: at the
+			// object's own, writes share versions (a fake's) and none can be ordered.
+			f.markIncomparable(errFake("a deletion came at its object's own resource version "+delRVs), false)
 		}
 	}
 	place, at := f.placed(delRV, delErr)
@@ -494,10 +487,10 @@ func (f *FreshInformer) observeList(s string, back listdiff.Back, admitted guard
 		return
 	}
 	rv, err := freshness.ParseRV(s)
+	if s == "" || back.Unstamped {
+		err = errFake("objects carry no resource version")
+	}
 	if err != nil {
-		if s == "" {
-			err = errUnstamped(err)
-		}
 		f.markIncomparable(err, true)
 		return
 	}

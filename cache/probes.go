@@ -33,20 +33,16 @@ import (
 const DefaultSnapshotProbeLimit = prove.DefaultSnapshotLimit
 
 // DefaultSnapshotProbeDelay is how long pending waits see no progress
-// before an informer small enough for the snapshot route probes. The
-// stream delivers a write within about a millisecond on a healthy
-// apiserver; the snapshot route answers in one round trip, so waiting
-// longer than a few stream latencies before it only adds to every quiet
-// wait.
+// before an informer small enough for the snapshot route probes: a few
+// stream latencies (about a millisecond each on a healthy apiserver), since
+// that route answers in one round trip.
 const DefaultSnapshotProbeDelay = prove.DefaultSnapshotDelay
 
 // DefaultQuietProbeDelay is how long pending waits must see no progress
-// on the informer's stream before it probes the server. The stream
-// delivers a write within about a millisecond on a healthy apiserver (p99
-// under 1 ms measured, tens of ms on a loaded machine), so 100 ms of
-// silence while a wait is pending means the stream has nothing for it,
-// while the whole bounded wait stays well inside the 2.5 s target (the
-// auxiliary watch's bookmark takes 1 to 2.25 s).
+// on the informer's stream before it probes the server: 100 ms of silence
+// (a write's event takes about a millisecond, tens on a loaded machine)
+// means the stream has nothing for them, and the auxiliary watch's
+// bookmark (1 to 2.25 s) still ends the wait well inside 2.5 s.
 const DefaultQuietProbeDelay = prove.DefaultBookmarkDelay
 
 // WithSnapshotProbeLimit sets the largest informer, in cached objects, that
@@ -69,9 +65,8 @@ func WithSnapshotProbeLimit(n int) Option {
 // the informer's stream before the informer probes the server, on both
 // routes (when zero: DefaultSnapshotProbeDelay for an informer small enough
 // for the snapshot route, DefaultQuietProbeDelay otherwise). A negative
-// delay turns probing off:
-// waits on quiet resources then last until the next bookmark (about a
-// minute), and Sync is as slow.
+// delay turns probing off: waits on quiet resources then last until the
+// next bookmark (about a minute), and Sync is as slow.
 func WithQuietProbeDelay(d time.Duration) Option {
 	return func(o *Options) { o.QuietProbeDelay = d }
 }
@@ -174,8 +169,7 @@ func (c cacheView) CachedRV(key string) (string, bool) {
 }
 
 func (c cacheView) Proved(rv freshness.RV, st trust.Stamp) bool {
-	due, ok := c.f.trust.Submit(trust.Proof{To: rv, Stamp: st})
-	c.f.settle(due)
+	ok := c.f.submit(trust.Proof{To: rv, Stamp: st})
 	if ok {
 		c.f.zone.Begin(rv) // the stream behind the snapshot (internal/snapshotzone)
 	}
@@ -183,8 +177,7 @@ func (c cacheView) Proved(rv freshness.RV, st trust.Stamp) bool {
 }
 
 func (c cacheView) ProvedGap(lo, hi freshness.RV, st trust.Stamp) {
-	due, _ := c.f.trust.Submit(trust.Proof{From: lo, To: hi, Stamp: st})
-	c.f.settle(due)
+	c.f.submit(trust.Proof{From: lo, To: hi, Stamp: st})
 }
 
 func (c cacheView) Restore(r reflector.Regression, st trust.Stamp) { c.f.beginRestore(r, st) }
@@ -198,9 +191,7 @@ func (c cacheView) Restore(r reflector.Regression, st trust.Stamp) { c.f.beginRe
 // so that Sync, a quiet probe and a check, which may each find one
 // restore, declare it once.
 func (f *FreshInformer) beginRestore(r reflector.Regression, st trust.Stamp) {
-	due, begun := f.trust.Submit(trust.Read{Shows: trust.ReadRestored, Stamp: st})
-	f.settle(due)
-	if !begun {
+	if !f.submit(trust.Read{Shows: trust.ReadRestored, Stamp: st}) {
 		return
 	}
 	f.recent.Reset()

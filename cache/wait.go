@@ -50,12 +50,10 @@ func (f *FreshInformer) Sync(ctx context.Context) error {
 // library (RecordWrite, ReadYourWrites, AddEventHandler, AfterFreshness,
 // ...); it should be quick, since the informer applies nothing more until
 // it returns. A panic in fn is reported through utilruntime.HandleCrash,
-// as a handler's is, and the other callbacks still run. It
-// counts as a pending wait, so a quiet resource is
-// probed for it as for WaitForFreshness, and like WaitForFreshness it is
-// held back while a restore verification probe is in flight (see
-// RecordWrite). stop calls fn off and reports whether it did (false once
-// fn has run or is running).
+// as a handler's is, and the other callbacks still run. It counts as a
+// pending wait (a quiet resource is probed for it) and is held back as
+// WaitForFreshness is (see RecordWrite). stop calls fn off and reports
+// whether it did (false once fn has run or is running).
 func (f *FreshInformer) AfterFreshness(rv string, fn func(error)) (stop func() bool) {
 	target, err := freshness.ParseRV(rv)
 	if err != nil {

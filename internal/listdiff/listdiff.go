@@ -24,6 +24,9 @@ type Change struct{ Old, New any }
 type Back struct {
 	Keys, LostWrites int
 	Sample           []string // up to reflector.MaxRegressionSample of them
+	// Unstamped: a listed object has no resource version at all, which
+	// only fake clientsets list; nothing in the list can be ordered.
+	Unstamped bool
 }
 
 func (b *Back) add(key string, count *int) {
@@ -51,6 +54,7 @@ func Diff(indexer toolscache.Indexer, info toolscache.ReplacedAllInfo, reached f
 			return nil, nil, Back{}, err
 		}
 		listed[key] = struct{}{}
+		back.Unstamped = back.Unstamped || resources.ResourceVersion(obj) == ""
 		old, _, _ := indexer.GetByKey(key)
 		changes = append(changes, Change{Old: old, New: obj})
 		switch {

@@ -42,7 +42,7 @@ func TestDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Keys != 2 || back.LostWrites != 1 || !slices.Equal(back.Sample, []string{"ns/older", "ns/back", "ns/written"}) {
+	if back.Keys != 2 || back.LostWrites != 1 || !slices.Equal(back.Sample, []string{"ns/older", "ns/back", "ns/written"}) || back.Unstamped {
 		t.Fatalf("back = %+v", back)
 	}
 	if len(changes) != 7 || len(listed) != 7 || changes[0].Old.(*corev1.ConfigMap).ResourceVersion != "8" || changes[4].Old != nil {
@@ -51,5 +51,20 @@ func TestDiff(t *testing.T) {
 	// Without a position to trust, a state not cached proves nothing.
 	if _, _, back, _ := Diff(indexer, info, freshness.RV{}, &written); back.Keys != 1 {
 		t.Fatalf("with no position: back = %+v", back)
+	}
+}
+
+// A listed object without any resource version (a fake clientset's list)
+// makes the list unstamped; a malformed one does not.
+func TestDiffUnstamped(t *testing.T) {
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	for _, tc := range []struct {
+		rv   string
+		want bool
+	}{{"", true}, {"x", false}, {"3", false}} {
+		info := toolscache.ReplacedAllInfo{ResourceVersion: "5", Objects: []any{cm("a", "4"), cm("b", tc.rv)}}
+		if _, _, back, err := Diff(indexer, info, freshness.RV{}, &recorded.Keys{}); err != nil || back.Unstamped != tc.want {
+			t.Errorf("an object at %q: Unstamped = %v (err %v), want %v", tc.rv, back.Unstamped, err, tc.want)
+		}
 	}
 }

@@ -33,15 +33,46 @@ import (
 
 var (
 	moduleRoot string // the integration module's directory
-	workDir    string // moduleRoot/conformance/work
+	workDir    string // moduleRoot/conformance/_work
 )
 
-func relToModule(p string) string {
-	r, err := filepath.Rel(moduleRoot, p)
+// integrationModule is the integration module's path; a suite's Home is a
+// module nested in it.
+const integrationModule = "github.com/freshinformer/freshinformer/integration"
+
+// A home is the module a suite is ported, built and run in.
+type home struct {
+	dir, path string // the module's directory and module path
+	work      string // where its suites' packages are generated
+	nested    bool   // a module of its own, outside the workspace
+}
+
+func (s suite) home() home {
+	if s.Home == "" {
+		return home{dir: moduleRoot, path: integrationModule, work: workDir}
+	}
+	dir := filepath.Join(moduleRoot, s.Home)
+	return home{dir: dir, path: integrationModule + "/" + s.Home, work: filepath.Join(dir, "_conformance"), nested: true}
+}
+
+// rel is p relative to the module's directory.
+func (h home) rel(p string) string {
+	r, err := filepath.Rel(h.dir, p)
 	if err != nil {
 		return p
 	}
-	return r
+	return filepath.ToSlash(r)
+}
+
+// goCmd is a go command run in the module; a nested module builds alone
+// (GOWORK=off), as its make targets build it.
+func (h home) goCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = h.dir
+	if h.nested {
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+	}
+	return cmd
 }
 
 func main() {
@@ -70,12 +101,12 @@ func main() {
 		if s.Runs > 0 && *runs > 0 {
 			s.Runs = *runs
 		}
-		modDir, version, err := moduleDir(s.Module)
+		modDir, version, err := moduleDir(s.home(), s.Module)
 		if err != nil {
 			fatal(err)
 		}
 		t := time.Now()
-		p, err := port(s, modDir, version, workDir, buildFlags)
+		p, err := port(s, modDir, version, s.home().work, buildFlags)
 		if err != nil {
 			fatal(fmt.Errorf("porting %s: %w", s.Name, err))
 		}
@@ -144,14 +175,12 @@ func setup() error {
 }
 
 // moduleDir returns the directory of mod's source, at the version the
-// integration module requires, and that version. It asks `go mod download
+// module h requires, and that version. It asks `go mod download
 // -json` for it rather than `go list -m`: a module whose zip is in the
 // download cache but was never extracted (only its go.mod was needed so far)
 // has no directory yet, and go mod download extracts it.
-func moduleDir(mod string) (string, string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", mod)
-	cmd.Dir = moduleRoot
-	out, err := cmd.Output()
+func moduleDir(h home, mod string) (string, string, error) {
+	out, err := h.goCmd("list", "-m", "-f", "{{.Version}}", mod).Output()
 	if err != nil {
 		return "", "", fmt.Errorf("go list -m %s: %w%s", mod, err, stderrOf(err))
 	}
@@ -159,9 +188,7 @@ func moduleDir(mod string) (string, string, error) {
 	if version == "" {
 		return "", "", fmt.Errorf("go list -m %s: no version (is it replaced by a directory?)", mod)
 	}
-	cmd = exec.Command("go", "mod", "download", "-json", mod+"@"+version)
-	cmd.Dir = moduleRoot
-	out, err = cmd.Output()
+	out, err = h.goCmd("mod", "download", "-json", mod+"@"+version).Output()
 	var dl struct{ Dir, Error string }
 	if jerr := json.Unmarshal(out, &dl); jerr != nil && err == nil {
 		err = jerr

@@ -33,7 +33,7 @@ func TestModuleDirExtractsAModuleNeverExtracted(t *testing.T) {
 	moduleRoot = root
 	t.Cleanup(func() { moduleRoot = old })
 
-	dir, v, err := moduleDir(mod)
+	dir, v, err := moduleDir(suite{}.home(), mod)
 	if err != nil {
 		t.Fatal(err)
 	}

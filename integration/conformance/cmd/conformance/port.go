@@ -374,10 +374,9 @@ func (p *ported) compileLoop(buildFlags []string) error {
 	for round := 1; ; round++ {
 		args := append([]string{"list", "-e", "-export", "-test", "-gcflags=-e",
 			"-f", "{{if .Error}}ERROR {{.ImportPath}}: {{.Error}}{{end}}"}, buildFlags...)
-		args = append(args, "./"+filepath.ToSlash(relToModule(p.Dir)))
-		cmd := exec.Command("go", args...)
-		cmd.Dir = moduleRoot
-		out, err := cmd.CombinedOutput()
+		h := p.Suite.home()
+		args = append(args, "./"+h.rel(p.Dir))
+		out, err := h.goCmd(args...).CombinedOutput()
 		errs := parseErrors(out)
 		if err == nil && len(errs) == 0 && !bytes.Contains(out, []byte("ERROR ")) {
 			return nil

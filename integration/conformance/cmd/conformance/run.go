@@ -73,14 +73,14 @@ func (p *ported) run(buildFlags []string, sum *summary) error {
 	fmt.Printf("\n[conformance] ===== %s (%s %s) =====\n", s.Name, s.Module, p.Version)
 	t := time.Now()
 	args := append([]string{"test", "-c", "-o", bin}, buildFlags...)
-	args = append(args, "./"+filepath.ToSlash(relToModule(p.Dir)))
-	cmd := exec.Command("go", args...)
-	cmd.Dir = moduleRoot
+	h := s.home()
+	args = append(args, "./"+h.rel(p.Dir))
+	cmd := h.goCmd(args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 	}
-	fmt.Printf("[conformance] built %s in %s\n", relToModule(bin), time.Since(t).Round(time.Millisecond))
+	fmt.Printf("[conformance] built %s in %s\n", h.rel(bin), time.Since(t).Round(time.Millisecond))
 	// A race-enabled binary is about 80 MB; go's build cache keeps it.
 	defer os.Remove(bin)
 
@@ -222,7 +222,7 @@ func (p *ported) runPerTest(bin, impl, logs string, w io.Writer) (results, error
 	for _, o := range r {
 		failed = failed || o.status == "fail"
 	}
-	pkg := "github.com/freshinformer/freshinformer/integration/" + filepath.ToSlash(relToModule(p.Dir))
+	pkg := p.pkgPath()
 	if failed {
 		fmt.Fprintf(w, "FAIL\t%s [%s]\t%.3fs\n", pkg, impl, time.Since(start).Seconds())
 	} else {
@@ -389,7 +389,7 @@ func (p *ported) runSpecs(bin, impl, logName, logs string, focus []string, w io.
 	for k, v := range specs {
 		r[k] = v
 	}
-	pkg := "github.com/freshinformer/freshinformer/integration/" + filepath.ToSlash(relToModule(p.Dir))
+	pkg := p.pkgPath()
 	status := "ok  "
 	if exitErr != nil {
 		status = "FAIL"
@@ -645,4 +645,10 @@ func indent(s string) string {
 		lines[i] = "      " + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// pkgPath is the import path of the generated package, as go test prints it.
+func (p *ported) pkgPath() string {
+	h := p.Suite.home()
+	return h.path + "/" + h.rel(p.Dir)
 }

@@ -9,8 +9,13 @@ type suite struct {
 	// Dir is the generated package's directory under the work directory.
 	Dir string
 	// Module and Pkg locate upstream's test files: Pkg's directory in the
-	// Go module cache, at the version the integration module requires.
+	// Go module cache, at the version the suite's home module requires.
 	Module, Pkg string
+	// Home is the module the suite is ported, built and run in, relative
+	// to the integration module ("": the integration module itself). A
+	// suite of k8s.io/kubernetes lives in kcmbench, the one module that
+	// may require it.
+	Home string
 	// Selected lists the files whose tests (Test functions, Describe
 	// blocks) run; nil means every test file. Every other test file of
 	// the package contributes only its helpers.
@@ -51,6 +56,8 @@ const (
 	clientGo         = "k8s.io/client-go"
 	crModule         = "sigs.k8s.io/controller-runtime"
 	sampleController = "k8s.io/sample-controller"
+	kubernetes       = "k8s.io/kubernetes"
+	kcmShim          = integrationModule + "/kcmbench/conformanceshim"
 )
 
 var suites = []suite{{
@@ -110,4 +117,32 @@ var suites = []suite{{
 	Runs:    10,
 	Count:   100,
 	Timeout: 5 * time.Minute,
-}}
+},
+	// kube-controller-manager's controllers the KEP-5647 store was built
+	// for, with their unit tests (issue 38).
+	kcmSuite("ReplicaSet", "replicaset", 3, 10),
+	kcmSuite("Job", "job", 2, 2),
+	kcmSuite("DaemonSet", "daemon", 3, 3),
+	kcmSuite("StatefulSet", "statefulset", 1, 1, "testdata"),
+}
+
+// kcmSuite is the package of kube-controller-manager's controller in
+// pkg/controller/pkg, whole, with its unit tests, ported into kcmbench (the
+// one module that may require k8s.io/kubernetes): the informer factory its
+// tests build becomes the drop-in factory.
+func kcmSuite(name, pkg string, runs, count int, copyDirs ...string) suite {
+	return suite{
+		Name:         "kube-controller-manager " + name + " controller unit tests",
+		Dir:          "kcm_" + pkg,
+		Module:       kubernetes,
+		Pkg:          kubernetes + "/pkg/controller/" + pkg,
+		Home:         "kcmbench",
+		WholePackage: true,
+		CopyDirs:     copyDirs,
+		Shim:         kcmShim,
+		Swap:         map[string]string{clientGo + "/informers.NewSharedInformerFactory": "NewKubeSharedInformerFactory"},
+		Runs:         runs,
+		Count:        count,
+		Timeout:      10 * time.Minute,
+	}
+}
