@@ -86,6 +86,19 @@ func (f *FreshInformer) AddIndexers(indexers toolscache.Indexers) error {
 	return f.indexer.AddIndexers(indexers)
 }
 
+// ResyncKey tells every handler (not only those due for a resync) of the
+// object cached under key again, as a resync does, and reports whether it
+// is cached: consistency.Store has a skipped owner queued again this way.
+func (f *FreshInformer) ResyncKey(key string) bool {
+	f.applyMu.Lock()
+	defer f.unlockApply()
+	obj, ok, _ := f.indexer.GetByKey(key)
+	if ok {
+		f.processor.Distribute(handlers.Notification{Kind: handlers.Update, OldObj: obj, NewObj: obj}, false)
+	}
+	return ok
+}
+
 // GetController returns a view of the informer as a Controller; running it
 // does nothing (run the informer instead).
 func (f *FreshInformer) GetController() toolscache.Controller { return controllerView{f} }

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/freshinformer/freshinformer/cache"
 	"github.com/freshinformer/freshinformer/consistency"
@@ -93,5 +95,70 @@ func TestCreatedOwnerFirstSyncSeesTheServersCopy(t *testing.T) {
 	}
 	if n := lists() - initial; n != 1 {
 		t.Errorf("%d lists after a second sync, want 1", n)
+	}
+}
+
+// Upstream's controllers hand a skipped sync to their rate-limited queue,
+// whose backoff grows with every skip, and queue an owner on every update
+// event of it. With WithOwnerResource, a skipped owner is told again to
+// its informer's handlers (cache.FreshInformer.ResyncKey) the moment its
+// caches hold its writes, so the controller syncs it then.
+func TestSkippedOwnerIsResyncedWhenTheCacheCatchesUp(t *testing.T) {
+	client := freshtest.NewClientset()
+	if _, err := client.AppsV1().ReplicaSets("ns").Create(context.Background(), newRS("rs", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lag := freshtest.NewLag()
+	lag.Fake(&client.Fake)
+	f := cache.NewSharedInformerFactory(client, 0)
+	f.Core().V1().Pods().Informer()
+	resynced := make(chan string, 4)
+	if _, err := f.Apps().V1().ReplicaSets().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { resynced <- obj.(*appsv1.ReplicaSet).Name },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := consistency.NewStore(f, consistency.WithMaxWait(time.Millisecond), consistency.WithOwnerResource(rsGR))
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Start(ctx.Done())
+	t.Cleanup(func() { lag.Release(); cancel(); f.Shutdown() })
+	f.WaitForCacheSync(ctx.Done())
+	owner := types.NamespacedName{Namespace: "ns", Name: "rs"}
+	if err := s.EnsureReady(owner); err != nil {
+		t.Fatal(err)
+	}
+
+	lag.Hold()
+	p, err := client.CoreV1().Pods("ns").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WroteAt(owner, "", schema.GroupResource{Resource: "pods"}, p.ResourceVersion)
+	for range 2 { // a second skip keeps one callback
+		if err := s.EnsureReady(owner); err == nil {
+			t.Fatal("EnsureReady = nil with the write held back")
+		}
+	}
+	select {
+	case name := <-resynced:
+		t.Fatalf("%s resynced before the cache caught up", name)
+	case <-time.After(50 * time.Millisecond):
+	}
+	lag.Release()
+	select {
+	case name := <-resynced:
+		if name != "rs" {
+			t.Fatalf("resynced %s, want rs", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the skipped owner was not resynced after the cache caught up")
+	}
+	if err := s.EnsureReady(owner); err != nil {
+		t.Fatalf("EnsureReady after the resync = %v", err)
+	}
+	select {
+	case name := <-resynced:
+		t.Fatalf("%s resynced twice", name)
+	case <-time.After(20 * time.Millisecond):
 	}
 }

@@ -41,9 +41,13 @@
 //     writes a status the server refuses (409 Conflict). Upstream's store
 //     cannot know of writes other than the owner's own;
 //   - when it still skips, it keeps a callback on the lagging informers
-//     (FreshInformer.AfterStream, likewise without probes) and calls WithOnFresh's
-//     function the moment they hold the writes, for a controller that can
-//     re-add the key to its queue then;
+//     (FreshInformer.AfterStream, likewise without probes) and, the moment
+//     they hold the writes, calls WithOnFresh's function (for a controller
+//     that can re-add the key to its queue), or, with WithOwnerResource,
+//     tells the owner again to its informer's handlers, as a resync does
+//     (FreshInformer.ResyncKey): kube-controller-manager's controllers
+//     queue an owner on every update event, so the skipped owner is synced
+//     then, not after its queue's backoff;
 //   - never keeps an owner blocked by a write that an etcd restore made
 //     unreachable: once an owner has been skipped for WithLostWriteCheck
 //     (DefaultLostWriteCheck), one consistent read through the lagging

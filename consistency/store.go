@@ -122,7 +122,9 @@ func WithLostWriteCheck(d time.Duration) Option {
 // found lost): for a controller that can re-add the key to its workqueue
 // then (queue.Add), instead of waiting out its rate limiter's backoff. f
 // runs on the informer's goroutine that made the cache fresh, with no lock
-// held; it must be quick and must not block.
+// held; it must be quick and must not block. Without it, a Store with
+// WithOwnerResource tells the owner again to its informer's handlers then
+// (a resync of that one object), which upstream's controllers queue.
 func WithOnFresh(f func(owner types.NamespacedName)) Option {
 	return func(o *options) { o.onFresh = f }
 }
@@ -153,7 +155,11 @@ func WithOwnerKind(gk schema.GroupKind) Option {
 // created, and an entry per owner (its name and UID) while it exists;
 // owners from the initial list are not read. Without this option
 // (the default), the Store knows only the owners' own writes, as
-// upstream's does.
+// upstream's does. With it, and no WithOnFresh, an owner whose sync was
+// skipped is resynced to its informer's handlers the moment its caches
+// hold its writes (cache.FreshInformer.ResyncKey), so that a controller
+// that queues owners on update events syncs it then, not after its queue's
+// backoff.
 func WithOwnerResource(gr schema.GroupResource) Option {
 	return func(o *options) { o.ownerGR = &gr }
 }
@@ -561,8 +567,26 @@ func (s *Store) fresh(owner types.NamespacedName, st *ownerState, err error) {
 	if s.metrics != nil {
 		s.metrics.ObserveFreshAfterSkip(since)
 	}
-	if s.onFresh != nil {
+	switch {
+	case s.onFresh != nil:
 		s.onFresh(owner)
+	case s.ownerGR != nil:
+		s.resync(owner)
+	}
+}
+
+// resync tells the owner again to its informers' handlers, as a resync
+// does (cache.FreshInformer.ResyncKey): upstream's controllers hand a
+// skipped sync to a rate-limited queue, whose backoff grows with each
+// skip, and queue an owner on every update event of it, so that the owner
+// is synced now rather than after the backoff.
+func (s *Store) resync(owner types.NamespacedName) {
+	key := owner.Name
+	if owner.Namespace != "" {
+		key = owner.Namespace + "/" + owner.Name
+	}
+	for _, inf := range s.source.FreshInformersForResource(*s.ownerGR) {
+		inf.ResyncKey(key)
 	}
 }
 
