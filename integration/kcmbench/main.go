@@ -79,6 +79,8 @@ func main() {
 	flag.DurationVar(&c.probeDelay, "f-probe-delay", 0, "F: cache.WithQuietProbeDelay for the controller's informers (0: the library's default; negative: off)")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 60*time.Second, "bound on one step's convergence")
 	controllers := flag.String("controllers", "rs,job", "controllers to run: rs (ReplicaSet), job (Job)")
+	restores := flag.String("restore", "", "instead of the workloads: the etcd restore scenario (restore.go) for each configuration, in these modes: nobump, bump (comma-separated)")
+	restoreTimeout := flag.Duration("restore-timeout", 30*time.Second, "-restore: how long each ReplicaSet may take to converge after the kube-apiserver is back")
 	flag.IntVar(&c.jobs, "jobs", 20, "Jobs")
 	flag.IntVar(&c.jobParallelism, "job-parallelism", 3, "each Job's parallelism")
 	flag.IntVar(&c.jobCompletions, "job-completions", 12, "each Job's completions")
@@ -110,7 +112,26 @@ func main() {
 	fmt.Printf("kcmbench: %d ReplicaSets x %d steps; %d Jobs, parallelism %d, completions %d; %d workers, QPS %.0f burst %d, F max wait %v, F probe delay %v\n\n",
 		c.rs, c.steps, c.jobs, c.jobParallelism, c.jobCompletions, c.workers, c.qps, c.burst, c.maxWait, c.probeDelay)
 	failed := false
+	if *restores != "" {
+		c.controller = "rs"
+		var rows []restoreResult
+		for _, mode := range strings.Split(*restores, ",") {
+			for _, name := range strings.Split(*configs, ",") {
+				r, err := runRestore(cfg, c, strings.TrimSpace(name), strings.TrimSpace(mode), *restoreTimeout)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "restore %s %s: %v\n", mode, name, err)
+					failed = true
+				}
+				rows = append(rows, r)
+			}
+		}
+		printRestoreTable(rows, *restoreTimeout)
+		*controllers = ""
+	}
 	for _, ctl := range strings.Split(*controllers, ",") {
+		if ctl == "" {
+			continue
+		}
 		c.controller = strings.TrimSpace(ctl)
 		run := runOne
 		if c.controller == "job" {

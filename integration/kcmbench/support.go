@@ -137,19 +137,7 @@ func settled(ctx context.Context, rsl appslisters.ReplicaSetLister, pl coreliste
 	var bad string
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		for i, n := range names {
-			pods, _ := pl.Pods(ns).List(selectorFor(n))
-			live := 0
-			for _, p := range pods {
-				if p.DeletionTimestamp == nil {
-					live++
-				}
-			}
-			rs, err := rsl.ReplicaSets(ns).Get(n)
-			if err != nil || int32(live) != want[i] || rs.Status.Replicas != want[i] || rs.Status.ObservedGeneration < rs.Generation {
-				bad = fmt.Sprintf("%s: %d pods, want %d", n, live, want[i])
-				if rs != nil {
-					bad += fmt.Sprintf(", status %d (generation %d observed %d)", rs.Status.Replicas, rs.Generation, rs.Status.ObservedGeneration)
-				}
+			if bad = unsettled(rsl, pl, ns, n, want[i]); bad != "" {
 				return false, nil
 			}
 		}
@@ -159,6 +147,27 @@ func settled(ctx context.Context, rsl appslisters.ReplicaSetLister, pl coreliste
 		return fmt.Errorf("not settled after %v: %s", timeout, bad)
 	}
 	return nil
+}
+
+// unsettled says how ReplicaSet name differs from want live pods with its
+// status showing them, or "" when it does not.
+func unsettled(rsl appslisters.ReplicaSetLister, pl corelisters.PodLister, ns, name string, want int32) string {
+	pods, _ := pl.Pods(ns).List(selectorFor(name))
+	live := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			live++
+		}
+	}
+	rs, err := rsl.ReplicaSets(ns).Get(name)
+	if err == nil && int32(live) == want && rs.Status.Replicas == want && rs.Status.ObservedGeneration >= rs.Generation {
+		return ""
+	}
+	bad := fmt.Sprintf("%s: %d pods, want %d", name, live, want)
+	if rs != nil {
+		bad += fmt.Sprintf(", status %d (generation %d observed %d)", rs.Status.Replicas, rs.Generation, rs.Status.ObservedGeneration)
+	}
+	return bad
 }
 
 // gatherCounter sums a counter of kube-controller-manager's registry

@@ -9,6 +9,10 @@
 // process group, so `go run`'s child goes too) and then the control plane.
 // The exit status is the command's (128+signal if it was killed).
 //
+// With -control the command gets a control socket (its path in
+// $WITHCLUSTER_CONTROL) through which it can snapshot and restore etcd, as
+// an operator would (see ControlEnv).
+//
 // With -ha it starts the highly available topology instead
 // (controlplane.StartHA): -apiservers kube-apiservers (default 3) on an
 // etcd cluster of -etcd-members members (default 3), behind HAProxy; the
@@ -52,6 +56,7 @@ func run() int {
 	ha := fs.Bool("ha", false, "highly available topology: several kube-apiservers on an etcd cluster, behind HAProxy (needs haproxy: make haproxy)")
 	apiservers := fs.Int("apiservers", controlplane.DefaultHAAPIServers, "with -ha: number of kube-apiservers")
 	etcdMembers := fs.Int("etcd-members", controlplane.DefaultHAEtcdMembers, "with -ha: number of etcd members")
+	withControl := fs.Bool("control", false, "serve the command a control socket (its path in $"+ControlEnv+") to snapshot and restore etcd; not with -ha")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: withcluster [flags] -- command [args...]\n\n")
 		fs.PrintDefaults()
@@ -60,7 +65,7 @@ func run() int {
 		return 2
 	}
 	argv := fs.Args()
-	if len(argv) == 0 {
+	if len(argv) == 0 || *withControl && *ha {
 		fs.Usage()
 		return 2
 	}
@@ -147,6 +152,16 @@ func run() int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if *withControl {
+		sock := filepath.Join(dir, "control.sock")
+		stop, err := serveControl(cp.(*controlplane.ControlPlane), sock)
+		if err != nil {
+			logf("control socket: %v", err)
+			return 1
+		}
+		defer stop()
+		cmd.Env = append(cmd.Env, ControlEnv+"="+sock)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Own process group: we signal the whole tree (`go run` does not pass
 	// SIGTERM on to the program it built). Stdin stays closed: a background
