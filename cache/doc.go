@@ -117,10 +117,14 @@
 //	            and older lists dropped         (List)
 //	plain       every wait fails                comparable list ▶ trusted (List)
 //	(any)                                       list at "0" ▶ syncing (List)
-//	(any)                                       list RV not comparable ▶ plain
+//	(any)                                       list RV not comparable, or a
+//	                                            listed object without an RV
+//	                                            (a fake clientset's) ▶ plain
 //	                                            (List)
-//	(any but                                    event without an RV (a fake
-//	restoring)                                  clientset's) ▶ plain (Stream)
+//	(any but                                    event without an RV, or a
+//	restoring)                                  deletion at its object's own
+//	                                            RV (a fake clientset's) ▶
+//	                                            plain (Stream)
 //	(any)       stopped: ErrStopped             Run returned (final; Run)
 //
 // A restore is proven by a consistent read below the floor when it was
@@ -183,8 +187,9 @@
 // released. A single event with a malformed RV is counted and applied
 // without advancing freshness; a bookmark with one, and an event or
 // bookmark with an implausible RV (see reflector.Plausible), is counted and
-// skipped. Only a list RV that cannot be ordered, or events with no RV at
-// all (a fake clientset's), switch the informer to plain, until a
+// skipped. Only a list RV that cannot be ordered, or what only a fake
+// clientset sends (objects with no RV at all, a deletion at its object's
+// own RV: writes sharing one), switch the informer to plain, until a
 // comparable list arrives.
 //
 // # Quiet resources

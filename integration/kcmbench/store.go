@@ -16,12 +16,15 @@ import (
 
 // measuredStore wraps a ConsistencyStore and measures, for each owner
 // EnsureReady skipped, how long until its next sync proceeded, and how
-// long after its cache became fresh (seen by an event handler on the
-// informer behind, which runs once the event is in the store).
+// long after its caches became fresh: every informer the owner wrote
+// through (its pods', its own status') holds the newest write recorded
+// for it when it was skipped, as event handlers on them see it (they run
+// once the event is in the store).
 type measuredStore struct {
 	inner consistencyutil.ConsistencyStore
 
 	mu          sync.Mutex
+	wrote       map[types.NamespacedName]map[schema.GroupResource]string // the newest write per informer
 	pending     map[types.NamespacedName]*skip
 	skips       int
 	held        []time.Duration // EnsureReady calls that returned nil after blocking over 1 ms
@@ -32,22 +35,36 @@ type measuredStore struct {
 
 type skip struct {
 	at      time.Time
-	gr      schema.GroupResource
-	wroteRV string
+	behind  map[schema.GroupResource]string // the writes not yet seen, per informer
 	freshAt time.Time
 }
 
 var _ consistencyutil.ConsistencyStore = (*measuredStore)(nil)
 
 func newMeasuredStore(inner consistencyutil.ConsistencyStore) *measuredStore {
-	return &measuredStore{inner: inner, pending: map[types.NamespacedName]*skip{}}
+	return &measuredStore{inner: inner, pending: map[types.NamespacedName]*skip{}, wrote: map[types.NamespacedName]map[schema.GroupResource]string{}}
 }
 
 func (m *measuredStore) WroteAt(owner types.NamespacedName, uid types.UID, gr schema.GroupResource, rv string) {
 	m.inner.WroteAt(owner, uid, gr, rv)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.wrote[owner]
+	if w == nil {
+		w = map[schema.GroupResource]string{}
+		m.wrote[owner] = w
+	}
+	if c, err := resourceversion.CompareResourceVersion(w[gr], rv); w[gr] == "" || err == nil && c < 0 {
+		w[gr] = rv
+	}
 }
 
-func (m *measuredStore) Clear(owner types.NamespacedName, uid types.UID) { m.inner.Clear(owner, uid) }
+func (m *measuredStore) Clear(owner types.NamespacedName, uid types.UID) {
+	m.inner.Clear(owner, uid)
+	m.mu.Lock()
+	delete(m.wrote, owner)
+	m.mu.Unlock()
+}
 
 func (m *measuredStore) EnsureReady(owner types.NamespacedName) error {
 	start := time.Now()
@@ -60,7 +77,13 @@ func (m *measuredStore) EnsureReady(owner types.NamespacedName) error {
 		if errors.As(err, &ce) {
 			m.skips++
 			if m.pending[owner] == nil {
-				m.pending[owner] = &skip{at: now, gr: ce.GroupResource, wroteRV: ce.WroteRV}
+				behind := map[schema.GroupResource]string{ce.GroupResource: ce.WroteRV}
+				for gr, rv := range m.wrote[owner] {
+					if c, err := resourceversion.CompareResourceVersion(behind[gr], rv); behind[gr] == "" || err == nil && c < 0 {
+						behind[gr] = rv
+					}
+				}
+				m.pending[owner] = &skip{at: now, behind: behind}
 			}
 		}
 		return err
@@ -81,7 +104,8 @@ func (m *measuredStore) EnsureReady(owner types.NamespacedName) error {
 }
 
 // observe is called by the event handlers with each object applied to the
-// store of gr: skipped owners waiting for an RV at or below it are fresh.
+// store of gr: a skipped owner's write to gr at or below it is seen, and
+// the owner is fresh once each of its writes is.
 func (m *measuredStore) observe(gr schema.GroupResource, obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -95,11 +119,15 @@ func (m *measuredStore) observe(gr schema.GroupResource, obj any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range m.pending {
-		if p.gr != gr || !p.freshAt.IsZero() {
+		want, ok := p.behind[gr]
+		if !ok || !p.freshAt.IsZero() {
 			continue
 		}
-		if c, err := resourceversion.CompareResourceVersion(p.wroteRV, rv); err == nil && c <= 0 {
-			p.freshAt = now
+		if c, err := resourceversion.CompareResourceVersion(want, rv); err == nil && c <= 0 {
+			delete(p.behind, gr)
+			if len(p.behind) == 0 {
+				p.freshAt = now
+			}
 		}
 	}
 }
