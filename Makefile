@@ -185,7 +185,7 @@ CONFORMANCE_ARGS ?=
 
 .PHONY: conformance
 
-conformance: control-plane-bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100) against the library and upstream (control), -race (about 4.5 min).
+conformance: control-plane-bins ## client-go's shared informer tests, controller-runtime's pkg/cache and cache-backed pkg/client specs, sample-controller's unit tests (10 runs of 100), kube-controller-manager's ReplicaSet, Job, DaemonSet and StatefulSet unit tests, against the library and upstream (control), -race (about 7 min).
 	@assets=$$(GO=$(GO) $(BINS) --dir) && cd integration && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh \
 	  $(GO) run ./conformance/cmd/conformance -race -docs ../docs/conformance.md $(CONFORMANCE_ARGS)
