@@ -111,12 +111,7 @@ func TestPlainFakeRecreatedNameReachesHandlers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-	f.StartWithContext(ctx)
-	if err := f.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
-		t.Fatal(err)
-	}
+	ctx := startFactory(t, f)
 	next := func(want event) {
 		t.Helper()
 		select {
@@ -176,12 +171,7 @@ func TestPlainFakeUpdateBelowTheListsVersionIsApplied(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); f.Shutdown() }()
-	f.StartWithContext(ctx)
-	if err := f.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
-		t.Fatal(err)
-	}
+	ctx := startFactory(t, f)
 	if err := client.Tracker().Update(gvr, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "1"}, Data: map[string]string{"v": "new"}}, "ns"); err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +186,20 @@ func TestPlainFakeUpdateBelowTheListsVersionIsApplied(t *testing.T) {
 	if obj, _, _ := inf.GetIndexer().GetByKey("ns/a"); obj.(*corev1.ConfigMap).Data["v"] != "new" {
 		t.Fatalf("the indexer holds %v", obj)
 	}
+	fi, _ := FreshInformerOf(inf)
+	if err := fi.WaitForFreshness(ctx, "1"); !errors.Is(err, freshness.ErrIncomparable) || !strings.Contains(err.Error(), "freshtest") {
+		t.Fatalf("WaitForFreshness over a list of unstamped objects: %v; want ErrIncomparable naming package freshtest", err)
+	}
+}
+
+// startFactory starts f and waits for its caches; the test's end stops it.
+func startFactory(t *testing.T, f *SharedInformerFactory) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); f.Shutdown() })
+	f.StartWithContext(ctx)
+	if err := f.WaitForCacheSyncWithContext(ctx).AsError(); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
 }
