@@ -112,8 +112,7 @@ func (f *FreshInformer) declareFound() {
 }
 
 // submit hands e to the trust state and keeps what it released, for
-// unlockApply; it reports whether e counted (trust.Evidence). applyMu is
-// held.
+// unlockApply; it reports whether e counted (trust.Evidence). applyMu held.
 func (f *FreshInformer) submit(e trust.Evidence) (taken bool) {
 	due, taken := f.trust.Submit(e)
 	f.due = append(f.due, due...)
@@ -223,8 +222,7 @@ func errFake(what string) error {
 	return trust.FromFake{Err: fmt.Errorf("%s: not an API server's (client-go's fake clientsets stamp none, or keep the client's; package freshtest has fakes that stamp their own): %w", what, freshness.ErrIncomparable)}
 }
 
-// upsert applies an added or updated object unless it is older than the
-// cached one.
+// upsert applies an added or updated object unless older than the cached.
 func (f *FreshInformer) upsert(obj any, isInInitialList bool) error {
 	old, exists, err := f.indexer.Get(obj)
 	if err != nil {
@@ -349,17 +347,10 @@ func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delR
 			f.markIncomparable(errFake("a deletion came at its object's own resource version "+delRVs), false)
 		}
 	}
-	place, at := f.placed(delRV, delErr)
-	if exists && !isTombstone && place == trust.Behind {
-		// Out of order whatever the cached state, which may be malformed
-		// and so not comparable with it: a replay of an older deletion.
-		f.reject("delete", obj, delRVs, at.String())
-		return true
-	}
-	if !exists && !isTombstone && (place == trust.At || place == trust.Behind) {
-		// The key is gone already; a deletion not newer than the stream
-		// (every event has a revision of its own) is a duplicate or a
-		// replay of one that handlers have heard of.
+	// Not newer than the stream, whatever the cached state (which may be
+	// malformed, a key created again): every event has a resource version
+	// of its own, so this is a duplicate or a replay of one handlers heard.
+	if place, at := f.placed(delRV, delErr); !isTombstone && (place == trust.At || place == trust.Behind) {
 		f.reject("delete", obj, delRVs, at.String())
 		return true
 	}
@@ -371,8 +362,7 @@ func (f *FreshInformer) staleDelete(obj, old any, exists, isTombstone bool, delR
 // updates, as with client-go's informer. A list is the server's state and is
 // applied whole; if it moves keys back to older states than cached (a
 // deleted key brought back included), or is itself older than the cache,
-// that is declared as a regression (once per list) unless the Guard already
-// declared it.
+// that is declared as a regression (once per list) unless the Guard did.
 func (f *FreshInformer) replaceAll(info toolscache.ReplacedAllInfo, admitted guard.ListAdmission, isInInitialList bool) error {
 	changes, listed, back, err := listdiff.Diff(f.indexer, info, f.listedOver(), &f.written)
 	if err != nil {

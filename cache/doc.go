@@ -62,8 +62,7 @@
 // off the stream (a probe, Sync or a restore check reading the server
 // below the floor) is declared once applyMu is released; the apply
 // goroutine writes nothing more to the indexer until that declaration has
-// ended (awaitDeclarations), so the relist it asks for keeps the same
-// order.
+// ended (awaitDeclarations), so the relist it asks for keeps that order.
 //
 // # When a wait returns
 //
@@ -90,7 +89,8 @@
 //	Failure     the Guard: a request failed, a        outage: held until a list or read
 //	            stream broke early                    requested after it answers (or the
 //	                                                  resumed stream passes the floor)
-//	Check       a restore check begins, ends          held while one is in flight
+//	Check       a restore check, or a relist for an   held while one is in flight
+//	            event the snapshot zone cannot place
 //	Run         Run begins (or Start is about to),    the start grace ends; stopped
 //	            Run returns
 //
@@ -153,7 +153,8 @@
 //     the watch while every apiserver is down, for a restored etcd);
 //   - a restore check in flight: a recorded write below applied that the
 //     stream never delivered (RecordWrite) may come from a server
-//     restored without --bump-revision;
+//     restored without --bump-revision; or a relist an event the snapshot
+//     zone could not place asked for (internal/snapshotzone);
 //   - a regression found and not yet declared.
 //
 // Applied moves to an applied event's RV, to a bookmark's (every event in
@@ -172,8 +173,7 @@
 // first waited for or checked. A consistent read sent after a wait began
 // that answers below its target fails it with
 // freshness.ErrTooLargeResourceVersion. LastObservedResourceVersion (and
-// the indexer's LastStoreSyncResourceVersion) reports applied, held or
-// not.
+// the indexer's LastStoreSyncResourceVersion) reports applied, held or not.
 //
 // The guard's floor is the highest RV the queue has delivered or a proof
 // reached; an older event or bookmark never lowers it. A list older than

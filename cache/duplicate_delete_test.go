@@ -43,6 +43,30 @@ func TestDuplicateMalformedDeleteReachesHandlersOnce(t *testing.T) {
 	})
 }
 
+// A duplicated DELETED that arrives after its key was created again with
+// a malformed resource version: the duplicate is at the stream's position,
+// which the deletion itself delivered (every write has a resource version
+// of its own), so it is a copy, not a deletion of the new object.
+func TestDuplicateDeleteAfterAMalformedRecreateIsRejected(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode streamMode) {
+		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
+		rec := recordHandlers(t, inf)
+		rec.waitFor(t, 1)
+		w.Delete(cm("a", "2"))
+		w.Add(cm("a", "m3"))   // created again; cached, not comparable
+		w.Delete(cm("a", "2")) // the duplicate
+		w.Add(cm("b", "4"))
+		waitFresh(t, inf, "4")
+		want := []string{"add a@1 initial=true", "delete a@2", "add a@m3 initial=false", "add b@4 initial=false"}
+		if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("handler got %q, want %q", got, want)
+		}
+		if got := cached(inf, "a"); got != "m3" {
+			t.Fatalf("a cached at %q, want m3", got)
+		}
+	})
+}
+
 // A replayed older DELETED over a cached object whose resource version is
 // malformed cannot be compared with that object; applied, it would tell
 // handlers of the key's real deletion a second time. A stream's resource versions only grow: a deletion behind what the cache

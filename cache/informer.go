@@ -134,7 +134,10 @@ func NewSharedIndexInformerWithOptions(lw toolscache.ListerWatcher, exampleObjec
 		run:       lifecycle.New(options.ResyncPeriod),
 	}
 	f.trust.StartGrace = options.internal.startGrace
-	f.zone.Init(f.processor, f.indexer, &f.recent)
+	f.zone.Init(f.processor, f.indexer, &f.recent, snapshotzone.Hooks{ // held as a restore check holds
+		Unplaced: func() { f.submit(trust.Check{}); f.guard.RequestRelist() },
+		Listed:   func() { f.submit(trust.Check{Done: true}) },
+	})
 	f.prover = prove.New(prove.Config{Lister: lw, Clock: options.Clock, Delay: options.QuietProbeDelay,
 		SnapshotLimit: options.SnapshotProbeLimit, RestoreCheckByRV: options.internal.restoreCheckByRV,
 		Shared: options.ServerReads.reads.For(options.Resource)}, proverOwner{f})

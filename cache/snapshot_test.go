@@ -334,56 +334,65 @@ func TestSnapshotRouteWithoutWatchCacheAtAnySize(t *testing.T) {
 	}
 }
 
-// A zone event for a key the indexer holds is applied as any event: the
-// snapshot showed no such key, so the indexer got it from the stream (an
-// add whose resource version was malformed, applied but not comparable),
-// and a deletion behind the snapshot must take it out again.
-func TestSnapshotZoneEventForACachedKeyIsApplied(t *testing.T) {
+// An add with a malformed resource version of a key the indexer does not
+// hold, while the stream is behind a snapshot, cannot be placed: it may be
+// a state the server deleted before the snapshot. Applied, it would put that
+// state in an indexer that waits up to the snapshot already trust, until
+// the key's deletion arrives. It is dropped, waits are held, and a relist
+// settles the key.
+func TestSnapshotZoneUnplacedAddIsNotApplied(t *testing.T) {
 	lw := newStateLW(t, 10, cm("a", "5"))
 	inf, w := startState(t, lw)
+	rec := recordHandlers(t, inf)
+	rec.waitFor(t, 1) // a's initial add
 	lw.commit("x", false)
-	deleted := lw.commit("x", true)
+	lw.commit("x", true)
 	waitFresh(t, inf, lw.commit("", false)) // the snapshot: x is in neither
-	w.Add(cm("x", "11x"))                   // malformed: applied, not compared
-	w.Delete(cm("x", deleted))
-	w.Add(cm("y", "20"))
-	waitFresh(t, inf, "20")
+	lists, _ := lw.counts()
+	w.Add(cm("x", "11x")) // malformed
+	z := lw.commit("z", false)
+	w.Add(cm("z", z)) // past the snapshot
+	waitFresh(t, inf, z)
 	if got := cached(inf, "x"); got != "" {
-		t.Fatalf("x still cached at %q after its deletion", got)
+		t.Fatalf("x cached at %q: a state the snapshot showed deleted", got)
+	}
+	if got := cached(inf, "z"); got != z {
+		t.Fatalf("z cached at %q, want %s", got, z)
+	}
+	if n, _ := lw.counts(); n <= lists {
+		t.Fatal("no relist after an event the snapshot zone could not place")
+	}
+	if got := rec.waitFor(t, 2); slices.Contains(got, "add x@11x initial=false") {
+		t.Fatalf("handlers heard of the unplaced add: %q", got)
 	}
 	if n, keys := inf.prover.Keys(), len(inf.GetIndexer().ListKeys()); n != int64(keys) {
 		t.Fatalf("the prover counts %d keys, the indexer holds %d", n, keys)
 	}
 }
 
-// A key created behind the snapshot whose next event has a malformed
-// resource version cannot be placed in the zone: that event is applied to
-// the indexer, and from then on handlers' view of the key follows the
-// indexer, and the zone's end owes handlers no tombstone for it (which
-// would tell them of the key's deletion again, at an older state, after
-// its real deletion). A malformed deletion of such a key reaches handlers
-// at once.
+// A key created behind the snapshot (in handlers' views, not in the
+// indexer) whose next event has a malformed resource version: that event
+// cannot be placed either, so the indexer never holds the key, and the
+// relist it asks for ends the zone, telling handlers of the key's deletion
+// once. A malformed deletion of a zone key reaches handlers at once.
 func TestSnapshotZoneKeyWithAMalformedEvent(t *testing.T) {
 	lw := newStateLW(t, 10)
 	inf, w := startState(t, lw)
 	rec := recordHandlers(t, inf)
-	x := lw.commit("x", false)
-	lw.commit("x", false)
-	xGone := lw.commit("x", true)
 	y := lw.commit("y", false)
 	lw.commit("y", true)
-	waitFresh(t, inf, lw.commit("", false)) // the snapshot: x and y are in neither
+	x := lw.commit("x", false)
+	lw.commit("x", false)
+	lw.commit("x", true)
+	top := lw.commit("", false)
+	waitFresh(t, inf, top) // the snapshot: x and y are in neither
 
-	w.Add(cm("x", x))
-	w.Modify(cm("x", "12x")) // malformed: applied, not compared
-	w.Delete(cm("x", xGone))
 	w.Add(cm("y", y))
-	w.Delete(cm("y", "15y")) // malformed
-	w.Add(cm("z", "20"))     // past the snapshot: the zone ends
-	w.Add(cm("zz", "21"))
-	waitFresh(t, inf, "21")
-	want := []string{"add x@" + x + " initial=false", "update x@" + x + "->12x", "delete x@" + xGone,
-		"add y@" + y + " initial=false", "delete y@15y", "add z@20 initial=false", "add zz@21 initial=false"}
+	w.Delete(cm("y", "12y")) // malformed
+	w.Add(cm("x", x))
+	w.Modify(cm("x", "14x")) // malformed: unplaced
+	waitFresh(t, inf, top)   // held until the relist
+	want := []string{"add y@" + y + " initial=false", "delete y@12y", "add x@" + x + " initial=false", "delete tombstone:ns/x@"}
 	if got := rec.waitFor(t, len(want)); !slices.Equal(got, want) {
 		t.Fatalf("handlers got %q, want %q", got, want)
 	}

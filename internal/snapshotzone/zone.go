@@ -29,10 +29,17 @@
 //     the stream delivered (Stream; the apply path's placed), not against
 //     the applied L: an event in the zone is newer than the stream,
 //     however far applied has moved.
+//   - Unplaced events. An event with a malformed resource version, of a
+//     key not cached, cannot be placed: in (stream, L], it is of a key
+//     the server deleted before L, and applied it would put a state older
+//     than L in an indexer that waits up to L already trust; past L, it is
+//     the key's newest state. The zone applies nothing and tells nobody:
+//     it asks its owner for a relist, which settles the key either way,
+//     and waits are held until the list is applied (Hooks).
 //   - The end. A list, a restore, or the stream reaching L ends the zone
-//     (End); an event of a zone key applied outside the zone (a
-//     malformed resource version, or past L) takes the key out of it
-//     (Unghost), so handlers' view of it follows the indexer from then on.
+//     (End); an event of a zone key applied outside the zone (past L)
+//     takes the key out of it (Unghost), so handlers' view of it follows
+//     the indexer from then on.
 //
 // All of it runs under the informer's apply lock, on the apply path.
 package snapshotzone
@@ -57,15 +64,29 @@ type Zone struct {
 	ghosts map[string]any // zone keys' newest states, for handlers' old objects
 	behind atomic.Uint64  // zone events (ProbeStats.BehindSnapshot); read without the lock
 
+	// relisting: an unplaced event asked for a relist (Hooks.Unplaced),
+	// and no list was applied since.
+	relisting bool
+
 	handlers *handlers.Processor // told of zone events
 	indexer  toolscache.Indexer  // read: a cached key is not a zone key
 	recent   *recorded.Recent    // told of zone events' resource versions
+	hooks    Hooks
 }
 
-// Init gives the zone the informer's handlers, indexer and recently
-// applied resource versions, before the informer runs.
-func (z *Zone) Init(p *handlers.Processor, indexer toolscache.Indexer, recent *recorded.Recent) {
-	z.handlers, z.indexer, z.recent = p, indexer, recent
+// Hooks are what the zone asks of its owner, under the apply lock.
+type Hooks struct {
+	// Unplaced: an event could not be placed (see the package
+	// documentation); relist, and hold waits until Listed.
+	Unplaced func()
+	// Listed: the list Unplaced asked for (or a later one) is applied.
+	Listed func()
+}
+
+// Init gives the zone the informer's handlers, indexer, recently applied
+// resource versions and hooks, before the informer runs.
+func (z *Zone) Init(p *handlers.Processor, indexer toolscache.Indexer, recent *recorded.Recent, hooks Hooks) {
+	z.handlers, z.indexer, z.recent, z.hooks = p, indexer, recent, hooks
 }
 
 // Begin opens the zone up to end, a snapshot's resource version that
@@ -87,7 +108,13 @@ func (z *Zone) Stream() freshness.RV {
 
 // Listed records that a list at rv was applied: the stream is there, and
 // no zone is behind it (End was called).
-func (z *Zone) Listed(rv freshness.RV) { z.stream = rv }
+func (z *Zone) Listed(rv freshness.RV) {
+	z.stream = rv
+	if z.relisting {
+		z.relisting = false
+		z.hooks.Listed()
+	}
+}
 
 // StreamAt records that the stream delivered rv (an event, a bookmark, a
 // list), ending the zone once it is past the snapshot.
@@ -112,9 +139,9 @@ func (z *Zone) End() {
 }
 
 // Unghost takes obj's key out of the zone's keys when an event of it is
-// applied outside the zone (its resource version is malformed, or past
-// the snapshot): from then on handlers' view of the key follows that
-// event, and the zone's end owes them no tombstone for it. It returns the
+// applied outside the zone (past the snapshot, or a malformed deletion):
+// from then on handlers' view of the key follows that event, and the
+// zone's end owes them no tombstone for it. It returns the
 // key's state handlers hold, if it was a zone key.
 func (z *Zone) Unghost(obj any) (state any, ok bool) {
 	if len(z.ghosts) == 0 {
@@ -132,10 +159,12 @@ func (z *Zone) Unghost(obj any) (state any, ok bool) {
 // Event handles a watch event at rv if it lies in the zone and its key is
 // not cached: the cache's state already includes it (see the package
 // documentation), so the indexer is left alone and handlers hear of it as
-// client-go's would. It is neither out of order nor a fault. It reports
-// whether the event was the zone's.
+// client-go's would. It is neither out of order nor a fault. An add or
+// update of a key not cached, with a malformed resource version, while the
+// zone is open is unplaced: the zone drops it and asks for a relist
+// (Hooks). It reports whether the event was the zone's.
 func (z *Zone) Event(kind handlers.Kind, obj any, rv freshness.RV, rvErr error) bool {
-	if rvErr != nil || z.end.IsZero() || rv.Compare(z.stream) <= 0 || rv.Compare(z.end) > 0 {
+	if z.end.IsZero() || rvErr == nil && (rv.Compare(z.stream) <= 0 || rv.Compare(z.end) > 0) {
 		return false
 	}
 	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -146,6 +175,16 @@ func (z *Zone) Event(kind handlers.Kind, obj any, rv freshness.RV, rvErr error) 
 		// Not a key the snapshot showed gone: the stream brought it
 		// (with a malformed resource version). Applied as any event.
 		return false
+	}
+	if rvErr != nil {
+		if kind == handlers.Delete { // nothing to apply: the apply path tells a zone key's handlers
+			return false
+		}
+		if !z.relisting {
+			z.relisting = true
+			z.hooks.Unplaced()
+		}
+		return true
 	}
 	z.behind.Add(1)
 	z.recent.Add(rv)

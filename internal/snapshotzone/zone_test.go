@@ -1,6 +1,7 @@
 package snapshotzone
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/freshinformer/freshinformer/freshness"
 	"github.com/freshinformer/freshinformer/internal/handlers"
 	"github.com/freshinformer/freshinformer/internal/informertest"
 	"github.com/freshinformer/freshinformer/internal/recorded"
@@ -33,7 +35,8 @@ func TestZone(t *testing.T) {
 	p.AddListener(l)
 	var recent recorded.Recent
 	var z Zone
-	z.Init(p, indexer, &recent)
+	var unplaced, listed int
+	z.Init(p, indexer, &recent, Hooks{Unplaced: func() { unplaced++ }, Listed: func() { listed++ }})
 	z.StreamAt(rv(t, "10"))
 	if z.Event(handlers.Update, cm("a", "11"), rv(t, "11"), nil) {
 		t.Fatal("a zone event with no zone open")
@@ -51,8 +54,25 @@ func TestZone(t *testing.T) {
 	if z.Behind() != 2 || !recent.Contains(rv(t, "13")) || l.Pending() != 2 {
 		t.Fatalf("behind %d, handlers told %d times", z.Behind(), l.Pending())
 	}
+	// A malformed add of a key not cached cannot be placed: dropped, one
+	// relist asked for however many follow, released by the next list.
+	if !z.Event(handlers.Update, cm("c", "m15"), freshness.RV{}, errMalformed) || !z.Event(handlers.Update, cm("d", "m16"), freshness.RV{}, errMalformed) ||
+		unplaced != 1 || l.Pending() != 2 {
+		t.Fatalf("unplaced events: %d relists asked for, handlers told %d times", unplaced, l.Pending())
+	}
+	if z.Event(handlers.Delete, cm("c", "m17"), freshness.RV{}, errMalformed) {
+		t.Fatal("a malformed deletion taken by the zone")
+	}
 	z.StreamAt(rv(t, "20")) // the stream reaches the snapshot: a's deletion was skipped
 	if l.Pending() != 3 || !z.Stream().IsZero() {
 		t.Fatalf("after the zone ended: handlers told %d times, stream %v", l.Pending(), z.Stream())
 	}
+	if z.Listed(rv(t, "30")); listed != 1 {
+		t.Fatalf("the relist's list released %d holds, want 1", listed)
+	}
+	if z.Listed(rv(t, "31")); listed != 1 {
+		t.Fatal("a second list released a hold again")
+	}
 }
+
+var errMalformed = errors.New("malformed")

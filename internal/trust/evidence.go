@@ -261,8 +261,9 @@ func (e Failure) apply(t *Trust) bool {
 	return true
 }
 
-// Check is a restore check begun, or ended (Done): waits are held while
-// one is in flight. Taken: always.
+// Check is a restore check begun, or ended (Done), or a relist asked for
+// by an event the snapshot zone could not place, or applied: waits are
+// held while one is in flight. Taken: always.
 type Check struct{ Done bool }
 
 func (e Check) apply(t *Trust) bool {
