@@ -424,7 +424,8 @@ func (f *FreshInformer) observeEvent(rv freshness.RV) {
 // applyMu is held.
 func (f *FreshInformer) observe(rv freshness.RV) {
 	f.zone.StreamAt(rv)
-	f.submit(trust.Stream{RV: rv})
+	f.stream = trust.Stream{RV: rv}
+	f.submit(&f.stream)
 }
 
 // listFound finds the regression a list at s brings, before it is

@@ -60,6 +60,7 @@ type FreshInformer struct {
 	recent  recorded.Recent        // RVs of recently applied events
 	zone    snapshotzone.Zone      // the stream behind a snapshot (internal/snapshotzone)
 	due     rvwait.Due             // freshness callbacks released, run once applyMu is released
+	stream  trust.Stream           // observe's evidence, reused: boxed afresh, one allocation an event
 	declare []reflector.Regression // found; declared once applyMu is released, or before a list applies them (declareFound)
 	// declaring is closed once the regressions unlockApply took are
 	// declared; the apply goroutine writes nothing to the indexer before

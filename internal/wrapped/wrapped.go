@@ -48,6 +48,7 @@ type Tracker struct {
 	// object without any: client-go's fake clientsets stamp none).
 	incomparable bool
 	cause        string
+	stream       trust.Stream // comparableAgain's evidence, reused
 }
 
 // maxMalformedRVs bounds the malformed object resource versions a Tracker
@@ -225,7 +226,8 @@ func (t *Tracker) setIncomparable(s string, err error) rvwait.Due {
 // held.
 func (t *Tracker) comparableAgain(rv freshness.RV) rvwait.Due {
 	if !t.incomparable {
-		due, _ := t.trust.Submit(trust.Stream{RV: rv})
+		t.stream = trust.Stream{RV: rv} // boxed afresh, one allocation an event
+		due, _ := t.trust.Submit(&t.stream)
 		return due
 	}
 	t.logger.V(2).Info("Resource versions can be ordered again; WaitForFreshness works again", "resourceVersion", rv.String(), "incomparable", t.cause)
