@@ -91,21 +91,41 @@ func (w *benchWatcher) handOver(next chan watch.Event, atRV string) {
 // out one benchWatcher (later watches, which a healthy run never opens, get
 // idle ones).
 type benchLW struct {
-	listRV  string
-	objects []*corev1.ConfigMap
+	listRV string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// objects and head are the server's state: the list's until write.
+	objects []*corev1.ConfigMap
+	head    string
 	watcher *benchWatcher
 	watches int
 	opened  chan struct{} // closed once the first watch is handed out
 }
 
 func newBenchLW(listRV string, objects []*corev1.ConfigMap, w *benchWatcher) *benchLW {
-	return &benchLW{listRV: listRV, objects: objects, watcher: w, opened: make(chan struct{})}
+	return &benchLW{listRV: listRV, objects: objects, head: listRV, watcher: w, opened: make(chan struct{})}
 }
 
+// write makes obj (whose name the list has) the server's newest write, as
+// a client's update does before its watch event is sent: a consistent
+// read then answers at obj's resource version, as an API server's does.
+func (lw *benchLW) write(obj *corev1.ConfigMap) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for i, o := range lw.objects {
+		if o.Name == obj.Name {
+			lw.objects[i] = obj.DeepCopy()
+		}
+	}
+	lw.head = obj.ResourceVersion
+}
+
+// List answers the initial list and any consistent read (a probe's) with
+// the server's state.
 func (lw *benchLW) List(metav1.ListOptions) (apiruntime.Object, error) {
-	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: lw.listRV}}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: lw.head}}
 	list.Items = make([]corev1.ConfigMap, len(lw.objects))
 	for i, o := range lw.objects {
 		o.DeepCopyInto(&list.Items[i])
@@ -352,16 +372,12 @@ func benchEvents(b *testing.B, newInformer func(toolscache.ListerWatcher) (tools
 }
 
 // startQuietFresh runs a FreshInformer over a list of 10 ConfigMaps at
-// resource version listRV and returns it synced, with its watcher.
-func startQuietFresh(b testing.TB, listRV uint64) (*FreshInformer, *benchWatcher, func()) {
+// resource version listRV and returns it synced, with its server.
+func startQuietFresh(b testing.TB, listRV uint64, opts ...Option) (*FreshInformer, *benchLW, func()) {
 	b.Helper()
 	objs, _ := benchObjects(10, listRV-10)
-	w := newBenchWatcher(16)
-	lw := newBenchLW(strconv.FormatUint(listRV, 10), objs, w)
-	// No quiet probes: the fake server's consistent reads stay at listRV,
-	// which a probe would take for a restore, or for a server behind the
-	// waits' targets; these benchmarks measure the waiting alone.
-	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, benchIndexers, WithQuietProbeDelay(-1))
+	lw := newBenchLW(strconv.FormatUint(listRV, 10), objs, newBenchWatcher(16))
+	inf := NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, benchIndexers, opts...)
 	if _, err := inf.AddEventHandler(newBenchCounter()); err != nil {
 		b.Fatal(err)
 	}
@@ -371,7 +387,7 @@ func startQuietFresh(b testing.TB, listRV uint64) (*FreshInformer, *benchWatcher
 	if err := inf.WaitForFreshness(ctx, strconv.FormatUint(listRV, 10)); err != nil {
 		b.Fatal(err)
 	}
-	return inf, w, stop
+	return inf, lw, stop
 }
 
 // BenchmarkWaitForFreshnessAlreadyFresh measures WaitForFreshness on a
@@ -425,7 +441,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	for _, k := range []int{1, 100, 10_000} {
 		b.Run("waiters="+strconv.Itoa(k), func(b *testing.B) {
 			const listRV = 1_000_000
-			inf, w, stop := startQuietFresh(b, listRV)
+			inf, lw, stop := startQuietFresh(b, listRV) // as users run it: quiet probes on
 			defer stop()
 			ctx := context.Background()
 			var failed atomic.Pointer[error]
@@ -435,6 +451,8 @@ func BenchmarkWakeLatency(b *testing.B) {
 				b.StopTimer()
 				rv := uint64(listRV + i + 1)
 				target := strconv.FormatUint(rv, 10)
+				obj := benchCM("cm-"+strconv.Itoa(i%10), rv)
+				lw.write(obj) // the write the waiters wait for; its event is sent below
 				var wg sync.WaitGroup
 				for range k {
 					wg.Go(func() {
@@ -444,9 +462,9 @@ func BenchmarkWakeLatency(b *testing.B) {
 					})
 				}
 				waitPending(b, inf, k)
-				ev := watch.Event{Type: watch.Modified, Object: benchCM("cm-"+strconv.Itoa(i%10), rv)}
+				ev := watch.Event{Type: watch.Modified, Object: obj}
 				b.StartTimer()
-				if !w.send(ev) {
+				if !lw.watcher.send(ev) {
 					b.Fatal(errBenchStopped)
 				}
 				wg.Wait()
@@ -468,7 +486,9 @@ func BenchmarkIdleWaiters(b *testing.B) {
 	for _, n := range []int{0, 1000} {
 		b.Run("waiters="+strconv.Itoa(n), func(b *testing.B) {
 			const listRV = 1_000_000
-			inf, _, stop := startQuietFresh(b, listRV)
+			// No probes: one would read the server behind the waits' targets
+			// and fail them (ErrTooLargeResourceVersion).
+			inf, _, stop := startQuietFresh(b, listRV, WithQuietProbeDelay(-1))
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for i := range n {
