@@ -69,8 +69,9 @@ func TestDuplicateDeleteAfterAMalformedRecreateIsRejected(t *testing.T) {
 
 // A replayed older DELETED over a cached object whose resource version is
 // malformed cannot be compared with that object; applied, it would tell
-// handlers of the key's real deletion a second time. A stream's resource versions only grow: a deletion behind what the cache
-// applied is out of order, whatever the cached object says.
+// handlers of the key's real deletion a second time. A stream's resource
+// versions only grow: a deletion behind what the cache applied is out of
+// order, whatever the cached object says.
 func TestReplayedDeleteOverMalformedStateIsRejected(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode streamMode) {
 		inf, _, w := startScripted(t, mode, listResponse{rv: "1", objects: []*corev1.ConfigMap{cm("a", "1")}})
