@@ -180,6 +180,10 @@ func (s *Set[V]) LowestLocked() (V, bool) {
 	return s.targets[0].rv, true
 }
 
+// Fast is the fast path's published value (see Set.fast), for an owner
+// whose concrete version type lets the compiler inline its comparison.
+func (s *Set[V]) Fast() uint64 { return s.fast.Load() }
+
 // ReachedFast reports true when target is reached by the fast path alone
 // (one atomic load); false means "ask ReachedLocked".
 func (s *Set[V]) ReachedFast(target V) bool {

@@ -334,9 +334,10 @@ func (t *Trust) View() (v View) {
 }
 
 // Reached reports whether a wait for target would return nil now; one
-// atomic load when it would.
+// atomic load when it would (rvwait's generic ReachedFast is not inlined:
+// here the compiler sees freshness.RV's methods).
 func (t *Trust) Reached(target freshness.RV) bool {
-	if t.waits.ReachedFast(target) {
+	if n, fits := target.Uint64(); target.IsZero() || fits && t.waits.Fast() >= n {
 		return true
 	}
 	var r bool
@@ -347,17 +348,32 @@ func (t *Trust) Reached(target freshness.RV) bool {
 // Wait blocks until target is reached as published, ctx ends, or waits
 // fail; its errors are *freshness.WaitError. Before the informer starts,
 // it waits for the start first (awaitStart).
+//
+// Its frame is kept small (the start's wait is out of line): a waiter's
+// goroutine that outgrows its first stack copies it, which 10 000 waiters
+// woken at once pay for together.
 func (t *Trust) Wait(ctx context.Context, target freshness.RV) error {
-	var before time.Duration // waited for the start
 	if !t.started.Load() {
-		start := time.Now()
-		err := t.awaitStart(ctx)
-		if before = time.Since(start); err != nil {
-			return &freshness.WaitError{Target: target.String(), Waited: before, Err: err}
-		}
+		return t.waitStartThen(ctx, target)
+	}
+	return t.waits.Wait(ctx, target, waitError)
+}
+
+func waitError(target, current freshness.RV, waited time.Duration, cause error) error {
+	return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: waited, Err: cause}
+}
+
+// waitStartThen is Wait on an informer whose Run has not begun: its
+// errors count the time waited for the start.
+func (t *Trust) waitStartThen(ctx context.Context, target freshness.RV) error {
+	start := time.Now()
+	err := t.awaitStart(ctx)
+	before := time.Since(start)
+	if err != nil {
+		return &freshness.WaitError{Target: target.String(), Waited: before, Err: err}
 	}
 	return t.waits.Wait(ctx, target, func(target, current freshness.RV, waited time.Duration, cause error) error {
-		return &freshness.WaitError{Target: target.String(), Current: current.String(), Waited: before + waited, Err: cause}
+		return waitError(target, current, before+waited, cause)
 	})
 }
 
