@@ -217,15 +217,26 @@ func (s *Set[V]) Wait(ctx context.Context, target V, fail func(target, pos V, wa
 	s.pending++
 	s.mu.Unlock()
 
-	select {
-	case <-w.reached: // w.err was written before reached was closed
-		if w.err == nil {
-			return nil
+	if done := ctx.Done(); done == nil {
+		// A ctx that cannot end: a receive, not a select, which on waking
+		// locks its channel again, in turn with every waiter woken with it.
+		<-w.reached
+	} else {
+		select {
+		case <-w.reached:
+		case <-done:
+			return s.leave(ctx, w, target, start, fail)
 		}
-		s.mu.Lock()
-		return s.failUnlock(target, start, w.err, fail)
-	case <-ctx.Done():
 	}
+	if w.err == nil { // written before reached was closed
+		return nil
+	}
+	s.mu.Lock()
+	return s.failUnlock(target, start, w.err, fail)
+}
+
+// leave ends a wait on w whose ctx ended.
+func (s *Set[V]) leave(ctx context.Context, w *target[V], target V, start time.Time, fail func(V, V, time.Duration, error) error) error {
 	s.mu.Lock()
 	if w.index < 0 { // released as ctx ended: its outcome stands
 		if w.err == nil {
