@@ -188,6 +188,27 @@ func TestSkipErrorCarriesUpstreamFieldsAndTheInformer(t *testing.T) {
 	e.lag.Release()
 }
 
+// Without WithMaxWait, EnsureReady waits DefaultMaxWait for a cache behind,
+// and no longer: then it skips, so that a lagging informer holds none of
+// the controller's workers for long.
+func TestEnsureReadyWaitsDefaultMaxWaitThenSkips(t *testing.T) {
+	e := newEnv(t)
+	s := consistency.NewStore(e.f)
+	e.lag.Hold()
+	s.WroteAt(owner, "uid1", podsGR, e.createPod(t, "p1"))
+	start := time.Now()
+	err := s.EnsureReady(owner)
+	took := time.Since(start)
+	var ce *consistency.ConsistencyError
+	if !errors.As(err, &ce) {
+		t.Fatalf("EnsureReady = %v, want a *ConsistencyError", err)
+	}
+	if ce.Waited < consistency.DefaultMaxWait || took > consistency.DefaultMaxWait+time.Second {
+		t.Errorf("waited %v (returned after %v), want DefaultMaxWait (%v)", ce.Waited, took, consistency.DefaultMaxWait)
+	}
+	e.lag.Release()
+}
+
 // ConsistencyError has upstream's shape, as k8s.io/kubernetes declares it.
 type ConsistencyError struct {
 	ReadRV        string

@@ -193,7 +193,7 @@ func startController(ctx context.Context, base *rest.Config, c config, a control
 	switch name {
 	case "P":
 		store = consistencyutil.NewNoopConsistencyStore()
-	case "K":
+	case "K", "Fk": // Fk: our factory under upstream's store
 		store = consistencyutil.NewConsistencyStore(map[schema.GroupResource]consistencyutil.LastSyncRVGetter{
 			podsGR:  podInf.GetStore(),
 			ownerGR: ownerInf.GetStore(),

@@ -10,6 +10,7 @@
 //	K  client-go's informer factory, upstream's RealConsistencyStore (the default since 1.36)
 //	F  freshinformer's factory and consistency.Store (WithOwnerResource: created owners read once)
 //	Fw F without WithOwnerResource: the owners' own writes only, as upstream's store
+//	Fk freshinformer's factory under upstream's RealConsistencyStore (the factory alone)
 //
 // Workload: -rs ReplicaSets scaled up and down in -steps quick steps, each
 // step waiting for every ReplicaSet to converge; every fourth step also
