@@ -99,7 +99,8 @@ func TestWaitRightAfterGoRunOnTheRealServer(t *testing.T) {
 // A wait whose context cannot end (context.Background(), as scripts and
 // tests often pass) blocks on a plain receive, not a select: on the real
 // control plane, through the drop-in factory's getter, waits issued at
-// once, before Start, return nil with the write in the indexer; after the
+// once, as the factory starts (before or after Start begins: they race
+// it, as a user's do), return nil with the write in the indexer; after the
 // sync a wait for the next write does too; and one beyond the server
 // fails with ErrTooLargeResourceVersion in under 5 s. The test bounds
 // each wait itself, since none can end by its context.
@@ -147,7 +148,7 @@ func TestBackgroundContextWaitsThroughTheFactoryOnTheRealServer(t *testing.T) {
 	factory.Start(fctx.Done())
 	for _, err := range <-errs {
 		if err != nil {
-			t.Errorf("WaitForFreshness(Background, %s) issued before Start = %v, want nil", first.ResourceVersion, err)
+			t.Errorf("WaitForFreshness(Background, %s) issued as the factory starts = %v, want nil", first.ResourceVersion, err)
 		}
 	}
 	if !inIndexer(first) {
