@@ -223,7 +223,7 @@ restart-cost: control-plane-bins ## What a kube-apiserver restart costs 100 info
 	  $(GO) build -o bin/restartcost ./cmd/restartcost && \
 	  KUBEBUILDER_ASSETS=$$assets ./hack/with-reaper.sh bin/restartcost $(RESTARTCOST_ARGS)
 
-kcm-bench: bins ## kube-controller-manager v1.37.2's own ReplicaSet and Job controllers (each configuration's in a process of its own) on a real apiserver: client-go's factory with upstream's Noop (P) and Real (K) ConsistencyStore, and our factory and consistency.Store (F), idle and under watch lag, or across etcd restores (-restore nobump,bump); prints Markdown tables (docs/benchmarks.md); KCMBENCH_ARGS adds flags (-help lists them).
+kcm-bench: bins ## kube-controller-manager v1.37.2's own ReplicaSet and Job controllers (each configuration's in a process of its own) on a real apiserver: client-go's factory with upstream's Noop (P) and Real (K) ConsistencyStore, and our factory and consistency.Store (F), idle and under watch lag, or across etcd restores (-restore nobump,bump); prints Markdown tables (docs/benchmarks.md); KCMBENCH_ARGS adds flags (-help lists them); KCMBENCH_CPUPROFILE=DIR writes each controller process's CPU profile there.
 	@assets=$$(GO=$(GO) $(BINS) --dir) && \
 	  (cd integration && $(GO) build -o bin/withcluster ./cmd/withcluster) && \
 	  (cd integration/kcmbench && GOWORK=off $(GO) build -o ../bin/kcmbench .) && \

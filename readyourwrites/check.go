@@ -38,9 +38,11 @@ func (r *ReadYourWrites) pending(owner Owner) pendingWrites {
 			w.used = now
 			r.lru.MoveToFront(w.elem)
 			p.written = maps.Clone(w.written)
-			p.deleted = make(map[*cache.FreshInformer][]deletedObject, len(w.deleted))
-			for inf, set := range w.deleted {
-				p.deleted[inf] = set.list()
+			if len(w.deleted) > 0 {
+				p.deleted = make(map[*cache.FreshInformer][]deletedObject, len(w.deleted))
+				for inf, set := range w.deleted {
+					p.deleted[inf] = set.list()
+				}
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func (r *ReadYourWrites) record(owner Owner) *ownerWrites {
 		w = nil
 	}
 	if w == nil {
-		w = &ownerWrites{key: owner.key(), uid: owner.UID, written: map[*cache.FreshInformer]freshness.RV{}, deleted: map[*cache.FreshInformer]*deleteSet{}}
+		w = &ownerWrites{key: owner.key(), uid: owner.UID, written: map[*cache.FreshInformer]freshness.RV{}} // deleted: made by the first delete
 		w.elem = r.lru.PushFront(w)
 		r.owners[w.key] = w
 		for len(r.owners) > r.maxOwners {

@@ -147,6 +147,9 @@ func (r *ReadYourWrites) RecordDeleteFor(owners []Owner, gr schema.GroupResource
 			set := w.deleted[inf]
 			if set == nil {
 				set = &deleteSet{}
+				if w.deleted == nil {
+					w.deleted = map[*cache.FreshInformer]*deleteSet{}
+				}
 				w.deleted[inf] = set
 			}
 			set.add(d, inf)

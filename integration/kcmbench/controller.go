@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,11 +153,35 @@ func controllerProcessMain(base *rest.Config, c config, a controllerArgs) error 
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(a)
+	if err != nil {
+		return err
+	}
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	stopProfile()
 	res := stop()
 	cancel()
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// startCPUProfile profiles the controller process's CPU from its
+// informers' sync until the workload ends, into
+// $KCMBENCH_CPUPROFILE/<controller>-<config>-<lag>.pprof when that is set.
+func startCPUProfile(a controllerArgs) (stop func(), err error) {
+	dir := os.Getenv("KCMBENCH_CPUPROFILE")
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pprof", a.controller, a.name, a.lag)))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // startController builds and runs the controller a.controller (the
