@@ -173,7 +173,7 @@ func startCPUProfile(a controllerArgs) (stop func(), err error) {
 	if dir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pprof", a.controller, a.name, a.lag)))
+	f, err := os.Create(filepath.Join(dir, a.ns+".pprof")) // the namespace names the controller, configuration, lag and round
 	if err != nil {
 		return nil, err
 	}

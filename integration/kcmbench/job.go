@@ -37,8 +37,7 @@ func runJobs(base *rest.Config, c config, name string, lag time.Duration) (resul
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tag := fmt.Sprintf("%s-%s-%d-%d", c.controller, strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
-	ns := "kcmbench-" + tag
+	ns := namespaceFor(c, name, lag)
 
 	driverCfg := rest.CopyConfig(base)
 	driverCfg.QPS, driverCfg.Burst = 1000, 2000

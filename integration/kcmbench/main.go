@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type config struct {
 	jobs               int    // Jobs, of jobParallelism and jobCompletions
 	jobParallelism     int
 	jobCompletions     int
+	round              int // the run's round of -rounds (0: one round), in its namespace's name
 }
 
 func main() {
@@ -80,6 +82,7 @@ func main() {
 	flag.DurationVar(&c.probeDelay, "f-probe-delay", 0, "F: cache.WithQuietProbeDelay for the controller's informers (0: the library's default; negative: off)")
 	flag.DurationVar(&c.convergeTimeout, "converge-timeout", 60*time.Second, "bound on one step's convergence")
 	controllers := flag.String("controllers", "rs,job", "controllers to run: rs (ReplicaSet), job (Job)")
+	rounds := flag.Int("rounds", 1, "runs of the configurations per controller and lag, in turn in -configs' order and in reverse (K,F then F,K), so that where a run falls in the sequence (later runs on the same server cost more CPU) weighs alike on every configuration; with more than one, a table of the rounds together follows")
 	restores := flag.String("restore", "", "instead of the workloads: the etcd restore scenario (restore.go) for each configuration, in these modes: nobump, bump (comma-separated)")
 	restoreTimeout := flag.Duration("restore-timeout", 30*time.Second, "-restore: how long each ReplicaSet may take to converge after the kube-apiserver is back")
 	flag.IntVar(&c.jobs, "jobs", 20, "Jobs")
@@ -148,15 +151,32 @@ func main() {
 				os.Exit(2)
 			}
 			var rows []result
-			for _, name := range strings.Split(*configs, ",") {
-				r, err := run(cfg, c, strings.TrimSpace(name), lag)
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
-					failed = true
+			for round := 1; round <= *rounds; round++ {
+				names := strings.Split(*configs, ",")
+				if round%2 == 0 {
+					slices.Reverse(names)
 				}
-				rows = append(rows, r)
+				if *rounds > 1 {
+					c.round = round
+				}
+				for _, name := range names {
+					name = strings.TrimSpace(name)
+					r, err := run(cfg, c, name, lag)
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "%s lag %v: %v\n", name, lag, err)
+						failed = true
+					}
+					r.config = name
+					if *rounds > 1 {
+						r.name = fmt.Sprintf("%s (round %d)", name, round)
+					}
+					rows = append(rows, r)
+				}
 			}
 			printTable(c.controller, lag, rows)
+			if *rounds > 1 {
+				printRounds(c.controller, lag, *rounds, rows)
+			}
 		}
 	}
 	if failed {
@@ -165,7 +185,8 @@ func main() {
 }
 
 type result struct {
-	name                       string
+	name                       string // as printed
+	config                     string // the configuration (-configs)
 	extraCreates, extraDeletes int
 	creates, deletes           int
 	minCreates, minDeletes     int
@@ -194,8 +215,7 @@ func runOne(base *rest.Config, c config, name string, lag time.Duration) (result
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tag := fmt.Sprintf("%s-%s-%d-%d", c.controller, strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
-	ns := "kcmbench-" + tag
+	ns := namespaceFor(c, name, lag)
 
 	driverCfg := rest.CopyConfig(base)
 	driverCfg.QPS, driverCfg.Burst = 1000, 2000

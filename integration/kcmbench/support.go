@@ -190,6 +190,57 @@ func gatherFrom(reg *prometheus.Registry, name string, match map[string]string) 
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseconds())/1000) }
 
+// namespaceFor names the namespace of one run: the controller, the
+// configuration (its max wait apart), the lag and, with -rounds, the round,
+// so that no run reuses one an earlier run is still deleting.
+func namespaceFor(c config, name string, lag time.Duration) string {
+	ns := fmt.Sprintf("kcmbench-%s-%s-%d-%d", c.controller, strings.ToLower(name), c.maxWait.Milliseconds(), lag.Milliseconds())
+	if c.round > 0 {
+		ns += fmt.Sprintf("-r%d", c.round)
+	}
+	return ns
+}
+
+// printRounds prints each configuration's runs of -rounds together:
+// convergence percentiles over every run's samples, and the sums of what
+// the runs counted.
+func printRounds(controller string, lag time.Duration, rounds int, rows []result) {
+	owner := "RS"
+	if controller == "job" {
+		owner = "Job"
+	}
+	var order []string
+	byConfig := map[string][]result{}
+	for _, r := range rows {
+		if _, ok := byConfig[r.config]; !ok {
+			order = append(order, r.config)
+		}
+		byConfig[r.config] = append(byConfig[r.config], r)
+	}
+	fmt.Printf("%s controller, watch lag %v, %d rounds together (sums, and percentiles over every run's samples):\n\n", owner, lag, rounds)
+	fmt.Println("| config | extra pod creates / deletes | converge p50 / p99 (ms) | not converged | " + owner + " status 409s | API requests | skips | held syncs | controller CPU (s) | driver CPU (s) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	for _, name := range order {
+		var sum result
+		for _, r := range byConfig[name] {
+			sum.extraCreates += r.extraCreates
+			sum.extraDeletes += r.extraDeletes
+			sum.converge = append(sum.converge, r.converge...)
+			sum.notConverged += r.notConverged
+			sum.conflicts += r.conflicts
+			sum.requests += r.requests
+			sum.skips += r.skips
+			sum.held = append(sum.held, r.held...)
+			sum.cpu += r.cpu
+			sum.driverCPU += r.driverCPU
+		}
+		fmt.Printf("| %s | %d / %d | %s / %s | %d | %d | %d | %d | %d | %.2f | %.2f |\n",
+			name, sum.extraCreates, sum.extraDeletes, ms(pct(sum.converge, 50)), ms(pct(sum.converge, 99)), sum.notConverged,
+			sum.conflicts, sum.requests, sum.skips, len(sum.held), sum.cpu.Seconds(), sum.driverCPU.Seconds())
+	}
+	fmt.Println()
+}
+
 func printTable(controller string, lag time.Duration, rows []result) {
 	owner := "RS"
 	if controller == "job" {
