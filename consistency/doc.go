@@ -60,6 +60,15 @@
 //     fail the same way does the same. Upstream's store keeps such an
 //     owner skipped until the caches happen to pass the lost resource
 //     version (new writes), or the process restarts;
+//   - holds every owner's sync, for at most the same bound, while a cache
+//     it reads (of a resource written through, or the owners' own) is in
+//     doubt: after its stream broke (an apiserver restarting) until it has
+//     shown that the server did not go back, and, after an etcd restore,
+//     until it has relisted from the restored server. Syncing meanwhile
+//     reads one cache already relisted beside another still holding the
+//     history the server lost (the ReplicaSet controller then creates pods
+//     beyond the need); the skip's *ConsistencyError names the informer in
+//     doubt, with WroteRV empty;
 //   - says which informer is behind: *ConsistencyError carries upstream's
 //     fields (ReadRV, WroteRV, GroupResource) and the informer's scope and
 //     name, and matches upstream's own *ConsistencyError type with

@@ -21,7 +21,9 @@ import (
 // As), so controllers that count upstream's error count this one.
 type ConsistencyError struct {
 	// ReadRV is the resource version the lagging informer had applied,
-	// WroteRV the one the owner's write needs.
+	// WroteRV the one the owner's write needs: empty when the informer's
+	// cache was in doubt (its stream broke, or a restore was being told,
+	// and it had not yet shown that the server did not go back).
 	ReadRV, WroteRV string
 	// GroupResource is the lagging informer's resource.
 	GroupResource schema.GroupResource
@@ -38,7 +40,11 @@ type ConsistencyError struct {
 // Error reads as upstream's, then names the informer and the wait.
 func (e *ConsistencyError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "read version: %s is not as new as written version: %s for group resource %s", e.ReadRV, e.WroteRV, e.GroupResource.String())
+	if e.WroteRV == "" {
+		fmt.Fprintf(&b, "cache of group resource %s at version %s is in doubt: its stream broke or a restore is being told, and it has not shown the server did not go back", e.GroupResource.String(), e.ReadRV)
+	} else {
+		fmt.Fprintf(&b, "read version: %s is not as new as written version: %s for group resource %s", e.ReadRV, e.WroteRV, e.GroupResource.String())
+	}
 	scope := e.InformerName
 	if scope == "" {
 		scope = e.Scope.String()

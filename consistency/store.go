@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,7 +204,7 @@ type Store struct {
 	log       klog.Logger
 	clock     clock.PassiveClock
 
-	mu     sync.Mutex // guards owners, each ownerState's fields, servers, seen and hooked; taken after no other lock (nothing is called with it held)
+	mu     sync.Mutex // guards owners, each ownerState's fields, servers, seen, hooked, reads and doubtSkipped; taken after no other lock (nothing is called with it held)
 	owners map[types.NamespacedName]*ownerState
 	// seen holds the owners of WithOwnerResource's resource the owner
 	// informers' handlers heard of (one entry per owner, until it is
@@ -214,6 +215,13 @@ type Store struct {
 	// servers holds, per informer, the last consistent read of a
 	// lost-write check.
 	servers map[*cache.FreshInformer]serverRead
+	// reads holds the resources the owners' syncs read: those written
+	// through (WroteAt) and the owners' own (WithOwnerResource). It is
+	// replaced, never changed in place, so that it is read unlocked.
+	reads []schema.GroupResource
+	// doubtSkipped holds the owners skipped while a cache was in doubt
+	// that a callback kept on it hands back (whenTrusted).
+	doubtSkipped map[types.NamespacedName]struct{}
 }
 
 // serverRead is a consistent read's answer and when it was sent.
@@ -273,6 +281,11 @@ func NewStore(source cache.InformerSource, opts ...Option) *Store {
 		clock:     o.clock,
 		owners:    map[types.NamespacedName]*ownerState{},
 		servers:   map[*cache.FreshInformer]serverRead{},
+
+		doubtSkipped: map[types.NamespacedName]struct{}{},
+	}
+	if s.ownerGR != nil {
+		s.reads = []schema.GroupResource{*s.ownerGR}
 	}
 	s.hookOwnerInformers()
 	return s
@@ -299,6 +312,9 @@ func (s *Store) WroteAt(owner types.NamespacedName, ownerUID types.UID, gr schem
 		s.owners[owner] = st
 	}
 	st.wrote = s.clock.Now()
+	if !slices.Contains(s.reads, gr) {
+		s.reads = append(slices.Clip(s.reads), gr) // a new array: readers hold the old one
+	}
 	s.mu.Unlock()
 	if err := s.ryw.RecordResourceVersion([]readyourwrites.Owner{s.owner(owner, ownerUID)}, gr, owner.Namespace, rv); err != nil {
 		s.log.V(4).Info("Write not recorded: its freshness cannot be checked", "owner", owner, "resource", gr, "resourceVersion", rv, "err", err)
@@ -339,6 +355,9 @@ func (s *Store) EnsureReady(owner types.NamespacedName) error {
 func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedName) error {
 	if s.ownerGR != nil {
 		s.readCreatedOwner(ctx, owner)
+	}
+	if err := s.awaitTrusted(ctx, owner); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	st := s.owners[owner]
@@ -384,6 +403,95 @@ func (s *Store) EnsureReadyContext(ctx context.Context, owner types.NamespacedNa
 		ReadRV: nf.Observed, WroteRV: nf.Written, GroupResource: nf.Resource,
 		Owner: owner, Scope: nf.Scope, InformerName: nf.Name, Waited: waited,
 	}
+}
+
+// anyVersion is the lowest resource version: a cache is fresh to it
+// exactly when it is trusted and nothing puts it in doubt.
+const anyVersion = "1"
+
+// awaitTrusted holds the owner's sync, for at most the Store's bound,
+// while a cache it reads is in doubt: its stream broke (an apiserver
+// restarting ends its watches) or a restore is being told, and it has not
+// yet shown that the server did not go back, or relisted from the
+// restored one. Such a cache may hold a history the server lost: after an
+// etcd restore, the ReplicaSet controller read its pods from a cache
+// already relisted and its ReplicaSets from one still holding a spec the
+// server forgot, and created pods beyond the need. This holds owners with
+// nothing recorded too. It skips with a *ConsistencyError naming the
+// informer (WroteRV empty) when the bound passes. Informers that never
+// synced, or cannot order resource versions, are left to the checks that
+// follow, which fail open on them.
+func (s *Store) awaitTrusted(ctx context.Context, owner types.NamespacedName) error {
+	s.mu.Lock()
+	reads := s.reads
+	s.mu.Unlock()
+	var start time.Time
+	var wctx context.Context
+	for _, gr := range reads {
+		for _, inf := range s.source.FreshInformersForResource(gr) {
+			if ns := inf.Selector().Namespace; (ns != "" && ns != owner.Namespace) || !inf.AdmitsNamespace() || !inf.HasSynced() {
+				continue // a cache never synced holds no history to doubt (nor has a controller's unit test started it)
+			}
+			err := inf.CheckFreshness(anyVersion)
+			if err == nil || !errors.Is(err, freshness.ErrNotFresh) {
+				continue
+			}
+			if start.IsZero() {
+				start = s.clock.Now()
+				var cancel context.CancelFunc
+				wctx, cancel = context.WithTimeout(ctx, s.maxWait)
+				defer cancel()
+			}
+			if s.maxWait > 0 {
+				// The stream's own proof ends the doubt: no probe for it.
+				if err = inf.WaitForStream(wctx, anyVersion); err == nil {
+					continue
+				}
+			}
+			if errors.Is(err, freshness.ErrStopped) {
+				return err // the controller is shutting down: no sync should proceed
+			}
+			waited := s.clock.Since(start)
+			s.observe(OutcomeSkipped, waited)
+			if s.metrics != nil {
+				s.metrics.ObserveSkip(gr)
+			}
+			s.whenTrusted(owner, inf)
+			return &ConsistencyError{ReadRV: inf.LastObservedResourceVersion(), GroupResource: gr, Owner: owner,
+				Scope: inf.Selector(), InformerName: inf.Name(), Waited: waited}
+		}
+	}
+	return nil
+}
+
+// whenTrusted hands an owner skipped while inf's cache was in doubt back
+// (WithOnFresh's function, or, with WithOwnerResource, a resync of it) the
+// moment that cache is trusted again, once per owner and doubt: an outage
+// skips the owner on each of its events, and the rate-limited queue's
+// backoff grows with every skip.
+func (s *Store) whenTrusted(owner types.NamespacedName, inf *cache.FreshInformer) {
+	if s.onFresh == nil && s.ownerGR == nil {
+		return
+	}
+	s.mu.Lock()
+	_, kept := s.doubtSkipped[owner]
+	s.doubtSkipped[owner] = struct{}{}
+	s.mu.Unlock()
+	if kept {
+		return
+	}
+	inf.AfterStream(anyVersion, func(err error) {
+		s.mu.Lock()
+		delete(s.doubtSkipped, owner)
+		s.mu.Unlock()
+		switch {
+		case err != nil: // stopped, or no longer able to order resource versions
+		case s.onFresh != nil:
+			s.onFresh(owner)
+		default:
+			s.resync(owner)
+		}
+	})
 }
 
 // waitFresh waits, for at most the Store's bound, for the caches to hold
