@@ -25,7 +25,7 @@ import (
 // test: one informer per namespace and side, each holding that many
 // ConfigMaps.
 const (
-	rolloutCostNamespaces = 10
+	rolloutCostNamespaces = 20
 	rolloutCostObjects    = 50
 )
 
