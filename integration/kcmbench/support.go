@@ -201,14 +201,19 @@ func namespaceFor(c config, name string, lag time.Duration) string {
 	return ns
 }
 
+// ownerName is how the tables name the controller's owners.
+func ownerName(controller string) string {
+	if controller == "job" {
+		return "Job"
+	}
+	return "RS"
+}
+
 // printRounds prints each configuration's runs of -rounds together:
 // convergence percentiles over every run's samples, and the sums of what
 // the runs counted.
 func printRounds(controller string, lag time.Duration, rounds int, rows []result) {
-	owner := "RS"
-	if controller == "job" {
-		owner = "Job"
-	}
+	owner := ownerName(controller)
 	var order []string
 	byConfig := map[string][]result{}
 	for _, r := range rows {
@@ -242,10 +247,7 @@ func printRounds(controller string, lag time.Duration, rounds int, rows []result
 }
 
 func printTable(controller string, lag time.Duration, rows []result) {
-	owner := "RS"
-	if controller == "job" {
-		owner = "Job"
-	}
+	owner := ownerName(controller)
 	fmt.Printf("### %s controller, watch lag %v\n\n", owner, lag)
 	fmt.Println("| config | extra pod creates / deletes | pod creates / deletes (min) | converge p50 / p99 (ms) | not converged | " + owner + " status 409s | API requests | skips (kcm metric) | skip → resync p50 / p99 (ms) | fresh → resync p50 / p99 / max (ms) | held syncs, p50 / p99 (ms) | workqueue retries | controller CPU (s) | driver CPU (s) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
