@@ -47,10 +47,12 @@ func (f *FreshInformer) handleBatch(deltas []toolscache.Delta, isInInitialList b
 }
 
 // unlockApply releases applyMu, then declares the regressions found under
-// it and runs the freshness callbacks released meanwhile (AfterFreshness,
-// WhenFresh, write-visible metrics), on this goroutine and with no
-// informer lock held: a callback may call back into the informer. Every
-// section that holds applyMu ends with it.
+// it, wakes the waits released meanwhile and runs the freshness callbacks
+// (AfterFreshness, WhenFresh, write-visible metrics), on this goroutine
+// and with no informer lock held: a callback may call back into the
+// informer. Every section that holds applyMu ends with it. Waits wake
+// here, after the batch's handlers were told, so that the scheduler runs
+// the last goroutine readied, a woken wait, ahead of their deliveries.
 func (f *FreshInformer) unlockApply() {
 	declare, due := f.declare, f.due
 	f.declare, f.due = nil, nil

@@ -52,7 +52,10 @@
 // Every change is written to the indexer before its resource version
 // reaches the trust state, and that before handlers hear of the change:
 // when WaitForFreshness(rv) returns nil, every event up to rv that the
-// informer's selector admits is in the indexer. A list that moves the
+// informer's selector admits is in the indexer. The waits a batch of
+// changes releases wake once it is applied and its handlers were told,
+// with no lock held: readied last, a woken wait runs ahead of the
+// handlers' deliveries instead of behind them. A list that moves the
 // cache back (a declared regression) goes, in this order: counted
 // (Stats.Regressions) and logged; reported to OnRegression (with applyMu
 // released, as the callback may call the informer); written to the

@@ -5,10 +5,11 @@
 // etcd's pkg/wait WaitTime with targets in a min-heap, contexts, callbacks
 // and a fast path.
 //
-// The owner decides what is published; Set only keeps the promise that a
-// wait returns nil once, and only while, the published position is at or
-// past its target and open. Stopping keeps the position: a wait for a
-// target reached before the stop still returns nil, others fail.
+// The owner decides what is published, and when what a change released
+// wakes (Due); Set only keeps the promise that a wait is released with nil
+// once, and only while, the published position is at or past its target
+// and open. Stopping keeps the position: a wait for a target reached
+// before the stop still returns nil, others fail.
 package rvwait
 
 import (
@@ -54,7 +55,7 @@ type Set[V Version[V]] struct {
 // target is one version that at least one waiter or callback waits for.
 type target[V Version[V]] struct {
 	rv       V
-	reached  chan struct{} // closed once released
+	reached  chan struct{} // closed by the Due that released it
 	err      error         // why it was released: nil when reached
 	waiters  int
 	funcs    []*afterFunc[V]
@@ -67,13 +68,18 @@ type afterFunc[V Version[V]] struct {
 	target *target[V] // nil once stopped
 }
 
-// Due is callbacks a published change released, to be run by Run once the
-// caller holds no lock (a callback may call back into the owner).
+// Due is what a change released: the wake of its waiters, then its
+// callbacks, in release order, for Run once the caller holds no lock (a
+// callback may call back into the owner). No waiter returns before its
+// Due is run, so the owner decides when they wake: the informer wakes
+// them once the batch is applied and its handlers were told, so the
+// scheduler runs a woken wait first instead of queueing it behind the
+// handlers' goroutines readied after it. A Due must be run.
 type Due []func()
 
-// Run calls each callback. A panicking one is reported through
-// utilruntime.HandleCrash (which crashes the process unless
-// utilruntime.ReallyCrash is off) and the others still run: the caller
+// Run wakes the waiters and calls each callback. A panicking one is
+// reported through utilruntime.HandleCrash (which crashes the process
+// unless utilruntime.ReallyCrash is off) and the others still run: the caller
 // runs Due after its state is consistent, so a panic leaves nothing half
 // done.
 func (d Due) Run() {
@@ -331,13 +337,15 @@ func (s *Set[V]) dropIfUnused(w *target[V]) {
 	}
 }
 
-// release wakes every waiter of w (out of the heap already) with err and
-// appends its callbacks to due.
+// release settles w (out of the heap already) with err and appends the
+// wake of its waiters, then its callbacks, to due.
 func (s *Set[V]) release(w *target[V], err error, due Due) Due {
 	delete(s.byRV, w.rv.String())
 	s.pending -= w.waiters
 	w.err = err
-	close(w.reached)
+	if w.waiters > 0 {
+		due = append(due, w.wake)
+	}
 	for _, a := range w.funcs {
 		f := a.f
 		due = append(due, func() { f(err) })
@@ -345,6 +353,9 @@ func (s *Set[V]) release(w *target[V], err error, due Due) Due {
 	w.funcs = nil
 	return due
 }
+
+// wake lets w's waiters return (w.err is written before).
+func (w *target[V]) wake() { close(w.reached) }
 
 func (s *Set[V]) releaseAll(err error) Due {
 	var due Due

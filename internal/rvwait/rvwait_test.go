@@ -315,13 +315,14 @@ func TestHeldPublishKeepsReachedTargetsWaiting(t *testing.T) {
 	s.Lock()
 	due := s.PublishLocked(vn(12), true)
 	s.Unlock()
-	if len(due) != 2 || len(calls) != 0 {
-		t.Fatalf("the open publish returned %d callbacks and ran %v; want 2 returned, none run", len(due), calls)
+	expectBlocked(t, waited) // woken by the Due
+	if len(calls) != 0 {
+		t.Fatalf("the open publish ran %v before its Due", calls)
 	}
+	due.Run()
 	if err := expectResult(t, waited); err != nil {
 		t.Fatalf("Wait(5) after the open publish: %v", err)
 	}
-	due.Run()
 	if !slices.Equal(calls, []string{"5 <nil>", "12 <nil>"}) {
 		t.Fatalf("callbacks ran %v, want 5 then 12, with nil", calls)
 	}
@@ -329,6 +330,53 @@ func TestHeldPublishKeepsReachedTargetsWaiting(t *testing.T) {
 		t.Fatal("12 not reached after the open publish")
 	}
 	expectNoTargets(t, &s)
+}
+
+// No waiter returns before the Due of its release is run, whatever
+// released it (a cancellable wait selects, the others receive): the
+// informer runs the Due once the handlers were told of the change, so
+// that the scheduler runs a woken wait first.
+func TestWaitersWakeWhenTheDueRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release func(*Set[ver]) Due
+		want    error
+	}{
+		{"published", func(s *Set[ver]) Due { return s.PublishLocked(vn(20), true) }, nil},
+		{"failed", func(s *Set[ver]) Due { return s.FailLocked(errFailed) }, errFailed},
+		{"failed above", func(s *Set[ver]) Due {
+			return s.FailAboveLocked(vn(15), s.SeqLocked(), func(v ver) error { return fmt.Errorf("above: %w", errFailed) })
+		}, errFailed},
+		{"stopped", func(s *Set[ver]) Due { return s.StopLocked(errStopped) }, errStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Set[ver]
+			publish(&s, vn(10), true)
+			plain := waitAsync(t, &s, context.Background(), vn(20))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cancellable := waitAsync(t, &s, ctx, vn(20))
+			calls := 0
+			callAt(&s, vn(20), func(error) { calls++ })
+			s.Lock()
+			due := tc.release(&s)
+			s.Unlock()
+			expectBlocked(t, plain, cancellable)
+			if calls != 0 {
+				t.Fatal("a callback ran before the Due")
+			}
+			due.Run()
+			if calls != 1 {
+				t.Fatalf("the callback ran %d times, want once", calls)
+			}
+			for i, ch := range []<-chan error{plain, cancellable} {
+				if err := expectResult(t, ch); !errors.Is(err, tc.want) {
+					t.Fatalf("wait %d returned %v, want %v", i, err, tc.want)
+				}
+			}
+			expectNoTargets(t, &s)
+		})
+	}
 }
 
 // Held below the position, then opened there (the old Suspend, Reset
@@ -373,8 +421,9 @@ func TestFailReleasesAndRefusesUntilPublished(t *testing.T) {
 	s.Lock()
 	due := s.FailLocked(errFailed)
 	s.Unlock()
-	if len(due) != 1 || len(got) != 0 {
-		t.Fatalf("FailLocked returned %d callbacks and ran %d; want 1 returned, none run", len(due), len(got))
+	expectBlocked(t, ch)
+	if len(got) != 0 {
+		t.Fatalf("FailLocked ran %d callbacks before its Due", len(got))
 	}
 	due.Run()
 	if len(got) != 1 || !errors.Is(got[0], errFailed) {
@@ -547,8 +596,9 @@ func TestFailAboveFailsOnlyTargetsAboveJoinedBySeq(t *testing.T) {
 	if !slices.Equal(failedAt, []ver{vn(20), vn(40)}) {
 		t.Fatalf("errOf called for %v, want [20 40]", failedAt)
 	}
-	if len(due) != 1 || len(got) != 0 {
-		t.Fatalf("FailAboveLocked returned %d callbacks and ran %d; want 1, none run", len(due), len(got))
+	expectBlocked(t, above)
+	if len(got) != 0 {
+		t.Fatalf("FailAboveLocked ran %d callbacks before its Due", len(got))
 	}
 	due.Run()
 	var tl *tooLarge
